@@ -1,0 +1,149 @@
+//! Code generation: implementations that call into `::natural_key::__private`.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::DeriveInput;
+
+use crate::ast::{Derive, Input, Scheme};
+use crate::ctxt::Ctxt;
+
+pub fn natural_key(input: &DeriveInput) -> Result<TokenStream, Vec<syn::Error>> {
+    let mut cx = Ctxt::default();
+    let parsed = Input::parse(&mut cx, input, Derive::NaturalKey);
+    cx.check()?;
+    let input = parsed.expect("no errors means a parsed input");
+    let ident = input.ident;
+    let (impl_g, ty_g, where_clause) = input.generics.split_for_impl();
+    let p = quote!(::natural_key::__private);
+
+    let scheme = match &input.scheme {
+        Scheme::Default { namespace } => {
+            quote!(::natural_key::Scheme::Default { namespace: #namespace })
+        }
+        Scheme::Joined { separator } => {
+            quote!(::natural_key::Scheme::Joined { separator: #separator })
+        }
+    };
+
+    let key_parts = input.fields.iter().filter_map(|f| {
+        let k = f.key.as_ref().filter(|k| !k.timestamp)?;
+        let (member, ty) = (f.ident, f.ty);
+        let name = member.to_string();
+        let (lowercase, nfc) = (k.lowercase, k.nfc);
+        // Spanned on the field type, so "cannot be a `#[key]` field" points at it.
+        Some(quote_spanned! {ty.span()=>
+            #p::KeySink::part(
+                __sink,
+                #name,
+                &self.#member,
+                #p::Normalize { lowercase: #lowercase, nfc: #nfc },
+            )?;
+        })
+    });
+
+    let ts = input
+        .fields
+        .iter()
+        .find(|f| f.key.as_ref().is_some_and(|k| k.timestamp))
+        .expect("validated: one timestamp field");
+    let (ts_member, ts_ty) = (ts.ident, ts.ty);
+    let ts_name = ts_member.to_string();
+    let ts_millis = quote_spanned! {ts_ty.span()=>
+        ::natural_key::KeyTimestamp::unix_millis(&self.#ts_member)
+    };
+
+    let content = input.fields.iter().filter(|f| !f.skip_hash).map(|f| {
+        let member = f.ident;
+        let name = member.to_string();
+        quote!(__hasher.field::<Self, _>(#name, &self.#member)?;)
+    });
+
+    Ok(quote! {
+        #[automatically_derived]
+        impl #impl_g #p::WriteKey for #ident #ty_g #where_clause {
+            const SCHEME: ::natural_key::Scheme = #scheme;
+            fn write_key(
+                &self,
+                __sink: &mut #p::KeySink,
+            ) -> #p::Result<(), ::natural_key::KeyError> {
+                #(#key_parts)*
+                #p::Result::Ok(())
+            }
+        }
+
+        #[automatically_derived]
+        impl #impl_g ::natural_key::NaturalKey for #ident #ty_g #where_clause {
+            fn __timestamp_ms(&self) -> #p::Result<u64, ::natural_key::KeyError> {
+                #p::check_timestamp(#ts_name, #ts_millis)
+            }
+            fn __write_content(
+                &self,
+                __hasher: &mut #p::ContentHasher,
+            ) -> #p::Result<(), ::natural_key::Error> {
+                #(#content)*
+                #p::Result::Ok(())
+            }
+        }
+
+        #[automatically_derived]
+        impl #impl_g #p::Indexes for #ident #ty_g #where_clause {
+            fn index_models() -> #p::Vec<#p::IndexModel> {
+                ::std::vec![#p::identity_index()]
+            }
+        }
+    })
+}
+
+pub fn random_id(input: &DeriveInput) -> Result<TokenStream, Vec<syn::Error>> {
+    let mut cx = Ctxt::default();
+    let parsed = Input::parse(&mut cx, input, Derive::RandomId);
+    cx.check()?;
+    let input = parsed.expect("no errors means a parsed input");
+    let ident = input.ident;
+    let (impl_g, ty_g, where_clause) = input.generics.split_for_impl();
+    let p = quote!(::natural_key::__private);
+
+    let id = input.fields.iter().find(|f| f.id).expect("validated: one #[id] field");
+    let (id_member, id_ty) = (id.ident, id.ty);
+    // Spanned on the field type: a non-Ulid `#[id]` field is reported there.
+    let id_expr = quote_spanned! {id_ty.span()=>
+        #p::ulid_of(&self.#id_member)
+    };
+
+    let (idem_fn, indexes) = match input.fields.iter().find(|f| f.idempotency_key) {
+        Some(f) => {
+            let (member, ty) = (f.ident, f.ty);
+            let name = member.to_string();
+            let text = quote_spanned! {ty.span()=> #p::idempotency_text(#name, &self.#member) };
+            (
+                quote! {
+                    fn __idempotency_key(
+                        &self,
+                    ) -> #p::Result<#p::Option<#p::String>, ::natural_key::KeyError> {
+                        #text
+                    }
+                },
+                quote!(::std::vec![#p::idempotency_index()]),
+            )
+        }
+        None => (quote!(), quote!(#p::Vec::new())),
+    };
+
+    Ok(quote! {
+        #[automatically_derived]
+        impl #impl_g ::natural_key::RandomId for #ident #ty_g #where_clause {
+            fn id(&self) -> ::natural_key::Ulid {
+                #id_expr
+            }
+            #idem_fn
+        }
+
+        #[automatically_derived]
+        impl #impl_g #p::Indexes for #ident #ty_g #where_clause {
+            fn index_models() -> #p::Vec<#p::IndexModel> {
+                #indexes
+            }
+        }
+    })
+}

@@ -1,0 +1,199 @@
+//! The error types: [`KeyError`] for bad key input, [`Error`] for everything a write can hit.
+
+use std::fmt;
+
+use ulid::Ulid;
+
+/// Why an id or identity could not be derived from a document's key fields.
+///
+/// Returned by [`NaturalKey::id`](crate::NaturalKey::id) before anything reaches the database:
+/// when you see one, nothing was written.
+///
+/// ```
+/// use natural_key_runtime::KeyError;
+/// let e = KeyError::TimestampOutOfRange { field: "published_at", millis: -1 };
+/// assert!(e.to_string().contains("published_at"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// The `#[key(timestamp)]` value is outside what a ULID can hold (0 ..= 2^48-1 ms since the
+    /// Unix epoch, i.e. 1970-01-01 to 10889-08-02). It is never wrapped or clamped.
+    #[error(
+        "timestamp key `{field}` is {millis} ms since the Unix epoch, outside the ULID range \
+         0..=281474976710655 (1970-01-01T00:00:00Z to 10889-08-02T05:31:50.655Z); \
+         fix the value, ids cannot represent it"
+    )]
+    TimestampOutOfRange {
+        /// The Rust field name.
+        field: &'static str,
+        /// The offending value in Unix milliseconds.
+        millis: i128,
+    },
+    /// A string key contains a NUL byte, which MongoDB-compatible engines (FerretDB, DocumentDB)
+    /// refuse to store and which would make the key's text ambiguous.
+    #[error("key `{field}` contains a NUL byte at byte {position}; remove it before writing")]
+    NulByte {
+        /// The Rust field name.
+        field: &'static str,
+        /// Byte offset of the first NUL.
+        position: usize,
+    },
+    /// A key value is longer than the id scheme's 32-bit length prefix allows.
+    #[error("key `{field}` is {len} bytes long; the id scheme allows at most 4294967295")]
+    TooLong {
+        /// The Rust field name.
+        field: &'static str,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// A required key (an idempotency key, say) is `None`.
+    #[error("key `{field}` is None; this key must be present")]
+    Missing {
+        /// The Rust field name.
+        field: &'static str,
+    },
+}
+
+/// What went wrong in a natural-key operation.
+///
+/// Every variant says whether anything may have been written: errors raised before the write
+/// command ([`Key`](Error::Key), [`Serialize`](Error::Serialize),
+/// [`ImmutableKeyChanged`](Error::ImmutableKeyChanged)) guarantee that nothing was.
+/// [`is_transient`](Error::is_transient) tells whether the same call is worth retrying.
+///
+/// ```
+/// use natural_key_runtime::{Error, KeyError};
+/// let e: Error = KeyError::Missing { field: "request_id" }.into();
+/// assert!(!e.is_transient());
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The key fields could not produce an id; nothing was written.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+
+    /// The document could not be serialized (for hashing or to BSON); nothing was written.
+    #[error("cannot serialize `{type_name}`: {message}")]
+    Serialize {
+        /// The Rust type being serialized.
+        type_name: &'static str,
+        /// What the serializer said.
+        message: String,
+    },
+
+    /// The stored document with this identity has a different `_id` than the one derived now:
+    /// its timestamp key was edited. Writing would fork the document, so nothing was written.
+    #[error(
+        "the timestamp key of the document with key {key} in collection `{collection}` changed: \
+         stored _id {stored_id} != derived _id {derived_id}. The timestamp key is frozen for the \
+         document's life (the id is derived from it); restore its original value, or delete the \
+         stored document explicitly if you really mean to re-create it. Nothing was written."
+    )]
+    ImmutableKeyChanged {
+        /// `database.collection`.
+        collection: String,
+        /// The `_id` found in the database (as stored).
+        stored_id: String,
+        /// The id derived from the document now.
+        derived_id: Ulid,
+        /// The identity key values, e.g. `slug="hello", lang="en"`.
+        key: String,
+    },
+
+    /// The stored document kept changing under us (other writers) for every attempt the
+    /// optimistic check allows; retrying later is safe.
+    #[error(
+        "document {id} in `{collection}` changed concurrently {attempts} times in a row; \
+         nothing was lost, retry later"
+    )]
+    Contention {
+        /// `database.collection`.
+        collection: String,
+        /// The document's id.
+        id: Ulid,
+        /// How many read-decide-write rounds were tried.
+        attempts: u32,
+    },
+
+    /// A stored document has a shape natural-key does not expect (e.g. a non-string `_id`).
+    #[error("unexpected stored document in `{collection}`: {message}")]
+    UnexpectedDocument {
+        /// `database.collection`.
+        collection: String,
+        /// What is wrong with it.
+        message: String,
+    },
+
+    /// A failure worth retrying: network error, timeout, server selection, pool cleared,
+    /// primary stepped down. The write may or may not have been applied; with natural-key a
+    /// retry of the same call converges either way.
+    #[error("transient database error (safe to retry): {0}")]
+    Transient(#[source] mongodb::error::Error),
+
+    /// A database error that retrying will not fix (authentication, bad command, ...).
+    #[error("database error: {0}")]
+    Database(#[source] mongodb::error::Error),
+}
+
+impl Error {
+    /// `true` when retrying the same call may succeed (network trouble, an election,
+    /// contention). Key, serialization and [`ImmutableKeyChanged`](Error::ImmutableKeyChanged)
+    /// errors are never transient.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Transient(_) | Error::Contention { .. })
+    }
+
+    pub(crate) fn serialize<T: ?Sized>(message: impl fmt::Display) -> Self {
+        Error::Serialize { type_name: std::any::type_name::<T>(), message: message.to_string() }
+    }
+}
+
+/// Server error codes after which the same command may succeed (the retryable-reads/writes
+/// specifications' lists: not primary, node recovering or shutting down, host unreachable,
+/// network timeout, socket exception, exceeded time limit).
+const TRANSIENT_CODES: &[i32] =
+    &[11600, 11602, 10107, 13435, 13436, 10058, 189, 91, 7, 6, 89, 9001, 134, 262];
+
+pub(crate) const DUPLICATE_KEY: i32 = 11000;
+
+/// The server error code carried by a driver error, if any.
+pub(crate) fn server_code(e: &mongodb::error::Error) -> Option<i32> {
+    use mongodb::error::{ErrorKind, WriteFailure};
+    match e.kind.as_ref() {
+        ErrorKind::Command(c) => Some(c.code),
+        ErrorKind::Write(WriteFailure::WriteError(w)) => Some(w.code),
+        ErrorKind::Write(WriteFailure::WriteConcernError(w)) => Some(w.code),
+        ErrorKind::InsertMany(m) => m
+            .write_errors
+            .as_ref()
+            .and_then(|w| w.first().map(|w| w.code))
+            .or_else(|| m.write_concern_error.as_ref().map(|w| w.code)),
+        _ => None,
+    }
+}
+
+pub(crate) fn is_duplicate_key(e: &mongodb::error::Error) -> bool {
+    server_code(e) == Some(DUPLICATE_KEY)
+}
+
+/// Sorts a driver error into [`Error::Transient`] or [`Error::Database`].
+pub fn classify(e: mongodb::error::Error) -> Error {
+    use mongodb::error::ErrorKind;
+    let transient = match e.kind.as_ref() {
+        ErrorKind::Io(_) | ErrorKind::ConnectionPoolCleared { .. } | ErrorKind::ServerSelection { .. } => true,
+        _ => {
+            e.contains_label("RetryableWriteError")
+                || e.contains_label("TransientTransactionError")
+                || server_code(&e).is_some_and(|c| TRANSIENT_CODES.contains(&c))
+        }
+    };
+    if transient { Error::Transient(e) } else { Error::Database(e) }
+}
+
+impl From<mongodb::error::Error> for Error {
+    fn from(e: mongodb::error::Error) -> Self {
+        classify(e)
+    }
+}

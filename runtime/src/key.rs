@@ -1,0 +1,517 @@
+//! The id scheme: how key fields become the 80 hashed bits and the 48 timestamp bits of a ULID.
+//!
+//! The byte layout is a format, specified in `docs/id-scheme.md` and frozen by golden vectors:
+//! a change here that alters any id is a new scheme, never an edit.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use sha2::{Digest, Sha256};
+use ulid::Ulid;
+
+use crate::error::KeyError;
+
+/// The largest timestamp a ULID can carry: 2^48 - 1 ms since the Unix epoch.
+pub const MAX_TIMESTAMP_MS: u64 = (1 << 48) - 1;
+
+/// Domain-separation prefix of the default scheme; never changes for scheme v1.
+const DEFAULT_PREFIX: &[u8] = b"natural-key/v1\0";
+
+/// A key field's value in the form the id scheme hashes.
+///
+/// Implement [`KeyPart`] for your own key types by returning one of these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyValue<'a> {
+    /// An absent optional key (`None`).
+    None,
+    /// Text (UTF-8). Subject to `#[key(nfc)]` and `#[key(lowercase)]`.
+    Str(Cow<'a, str>),
+    /// Any integer, widened to 128 bits so that changing a field from `i32` to `i64` keeps ids.
+    Int(i128),
+    /// A boolean.
+    Bool(bool),
+    /// Raw bytes.
+    Bytes(Cow<'a, [u8]>),
+    /// A UUID (16 bytes).
+    Uuid([u8; 16]),
+    /// A BSON ObjectId (12 bytes).
+    ObjectId([u8; 12]),
+}
+
+impl KeyValue<'_> {
+    /// Type tag of the default scheme (docs/id-scheme.md).
+    fn tag(&self) -> u8 {
+        match self {
+            KeyValue::None => 0x00,
+            KeyValue::Str(_) => 0x01,
+            KeyValue::Int(_) => 0x02,
+            KeyValue::Bool(_) => 0x03,
+            KeyValue::Bytes(_) => 0x04,
+            KeyValue::Uuid(_) => 0x05,
+            KeyValue::ObjectId(_) => 0x06,
+        }
+    }
+
+    /// Calls `f` with the default scheme's payload bytes (no allocation for the common types).
+    fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        match self {
+            KeyValue::None => f(&[]),
+            KeyValue::Str(s) => f(s.as_bytes()),
+            KeyValue::Int(i) => f(&i.to_be_bytes()),
+            KeyValue::Bool(b) => f(&[*b as u8]),
+            KeyValue::Bytes(b) => f(b),
+            KeyValue::Uuid(u) => f(u),
+            KeyValue::ObjectId(o) => f(o),
+        }
+    }
+
+    /// The joined (seed-compatible) scheme's text form.
+    fn joined_text(&self) -> Cow<'_, str> {
+        match self {
+            KeyValue::None => Cow::Borrowed(""),
+            KeyValue::Str(s) => Cow::Borrowed(s),
+            KeyValue::Int(i) => Cow::Owned(i.to_string()),
+            KeyValue::Bool(b) => Cow::Borrowed(if *b { "true" } else { "false" }),
+            KeyValue::Bytes(b) => Cow::Owned(hex(b)),
+            KeyValue::Uuid(u) => Cow::Owned(uuid::Uuid::from_bytes(*u).hyphenated().to_string()),
+            KeyValue::ObjectId(o) => Cow::Owned(hex(o)),
+        }
+    }
+}
+
+impl fmt::Display for KeyValue<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyValue::None => f.write_str("None"),
+            KeyValue::Str(s) => write!(f, "{s:?}"),
+            other => f.write_str(&other.joined_text()),
+        }
+    }
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// A type that can be an identity key field (`#[key]`).
+///
+/// Implemented for `str`, `String`, `char`, the integers, `bool`, [`uuid::Uuid`],
+/// [`bson::oid::ObjectId`], `Option<T>` and references. Implement it for your own types:
+///
+/// ```
+/// use natural_key_runtime::{KeyPart, KeyValue};
+/// enum Lang { En, ZhTw }
+/// impl KeyPart for Lang {
+///     fn key_value(&self) -> KeyValue<'_> {
+///         KeyValue::Str(match self { Lang::En => "en", Lang::ZhTw => "zh-TW" }.into())
+///     }
+/// }
+/// assert_eq!(Lang::ZhTw.key_value(), KeyValue::Str("zh-TW".into()));
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a `#[key]` field",
+    label = "this type does not implement `natural_key::KeyPart`",
+    note = "implement `natural_key::KeyPart` for it, returning a `KeyValue` (text, integer, bytes, ...)"
+)]
+pub trait KeyPart {
+    /// The value the id scheme hashes.
+    fn key_value(&self) -> KeyValue<'_>;
+}
+
+impl<T: KeyPart + ?Sized> KeyPart for &T {
+    fn key_value(&self) -> KeyValue<'_> {
+        (**self).key_value()
+    }
+}
+impl<T: KeyPart + ?Sized> KeyPart for Box<T> {
+    fn key_value(&self) -> KeyValue<'_> {
+        (**self).key_value()
+    }
+}
+impl KeyPart for str {
+    fn key_value(&self) -> KeyValue<'_> {
+        KeyValue::Str(Cow::Borrowed(self))
+    }
+}
+impl KeyPart for String {
+    fn key_value(&self) -> KeyValue<'_> {
+        KeyValue::Str(Cow::Borrowed(self))
+    }
+}
+impl KeyPart for Cow<'_, str> {
+    fn key_value(&self) -> KeyValue<'_> {
+        KeyValue::Str(Cow::Borrowed(self))
+    }
+}
+impl KeyPart for char {
+    fn key_value(&self) -> KeyValue<'_> {
+        KeyValue::Str(Cow::Owned(self.to_string()))
+    }
+}
+impl KeyPart for bool {
+    fn key_value(&self) -> KeyValue<'_> {
+        KeyValue::Bool(*self)
+    }
+}
+macro_rules! int_key {
+    ($($t:ty),*) => {$(
+        impl KeyPart for $t {
+            fn key_value(&self) -> KeyValue<'_> { KeyValue::Int(*self as i128) }
+        }
+    )*};
+}
+int_key!(i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, usize);
+impl KeyPart for uuid::Uuid {
+    fn key_value(&self) -> KeyValue<'_> {
+        KeyValue::Uuid(*self.as_bytes())
+    }
+}
+impl KeyPart for bson::oid::ObjectId {
+    fn key_value(&self) -> KeyValue<'_> {
+        KeyValue::ObjectId(self.bytes())
+    }
+}
+impl KeyPart for bson::Uuid {
+    fn key_value(&self) -> KeyValue<'_> {
+        KeyValue::Uuid(self.bytes())
+    }
+}
+impl KeyPart for [u8] {
+    fn key_value(&self) -> KeyValue<'_> {
+        KeyValue::Bytes(Cow::Borrowed(self))
+    }
+}
+impl<T: KeyPart> KeyPart for Option<T> {
+    fn key_value(&self) -> KeyValue<'_> {
+        match self {
+            Some(v) => v.key_value(),
+            None => KeyValue::None,
+        }
+    }
+}
+
+/// Per-field normalization requested with `#[key(nfc)]` / `#[key(lowercase)]`; applies to
+/// text values only.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Normalize {
+    /// Unicode lowercase (`str::to_lowercase`), applied first.
+    pub lowercase: bool,
+    /// Unicode NFC, applied after lowercasing (lowercasing can denormalize).
+    pub nfc: bool,
+}
+
+impl Normalize {
+    /// No normalization.
+    pub const NONE: Normalize = Normalize { lowercase: false, nfc: false };
+
+    fn apply<'a>(self, v: KeyValue<'a>) -> KeyValue<'a> {
+        match v {
+            KeyValue::Str(s) if self.lowercase || self.nfc => {
+                use unicode_normalization::{is_nfc_quick, IsNormalized, UnicodeNormalization};
+                let s = if self.lowercase && s.chars().any(|c| c.is_uppercase()) {
+                    Cow::Owned(s.to_lowercase())
+                } else {
+                    s
+                };
+                let s = if self.nfc && is_nfc_quick(s.chars()) != IsNormalized::Yes {
+                    Cow::Owned(s.nfc().collect::<String>())
+                } else {
+                    s
+                };
+                KeyValue::Str(s)
+            }
+            other => other,
+        }
+    }
+}
+
+/// Which byte layout turns key fields into the id's 80 hashed bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// Scheme v1: type-tagged, length-prefixed fields after a namespace; unambiguous.
+    Default {
+        /// From `#[natural_key(namespace = "...")]`; empty when absent.
+        namespace: &'static str,
+    },
+    /// The seed recipe: SHA-256 over the fields' text joined by `separator`. Byte-identical to
+    /// `sha256(slug + ":" + lang)`; ambiguous when a value contains the separator.
+    Joined {
+        /// From `#[natural_key(separator = "...")]`; `":"` when absent.
+        separator: &'static str,
+    },
+}
+
+enum SinkMode {
+    Hash(Sha256),
+    Describe(String),
+}
+
+/// Receives the key fields of one document, in declaration order; generated code feeds it.
+#[doc(hidden)]
+pub struct KeySink {
+    scheme: Scheme,
+    fields: usize,
+    mode: SinkMode,
+}
+
+impl KeySink {
+    fn new(scheme: Scheme, describe: bool) -> Self {
+        let mode = if describe {
+            SinkMode::Describe(String::new())
+        } else {
+            let mut h = Sha256::new();
+            if let Scheme::Default { namespace } = scheme {
+                h.update(DEFAULT_PREFIX);
+                // A namespace longer than u32::MAX cannot come from a string literal in practice;
+                // the derive rejects it at compile time anyway.
+                h.update((namespace.len() as u32).to_be_bytes());
+                h.update(namespace.as_bytes());
+            }
+            SinkMode::Hash(h)
+        };
+        KeySink { scheme, fields: 0, mode }
+    }
+
+    /// Adds one key field.
+    pub fn part<T: KeyPart + ?Sized>(
+        &mut self,
+        field: &'static str,
+        value: &T,
+        normalize: Normalize,
+    ) -> Result<(), KeyError> {
+        let v = normalize.apply(value.key_value());
+        if let KeyValue::Str(s) = &v {
+            if let Some(position) = s.bytes().position(|b| b == 0) {
+                return Err(KeyError::NulByte { field, position });
+            }
+        }
+        let first = self.fields == 0;
+        self.fields += 1;
+        match (&mut self.mode, self.scheme) {
+            (SinkMode::Describe(out), _) => {
+                use fmt::Write;
+                if !first {
+                    out.push_str(", ");
+                }
+                let _ = write!(out, "{field}={v}");
+            }
+            (SinkMode::Hash(h), Scheme::Default { .. }) => {
+                let tag = v.tag();
+                v.with_bytes(|b| {
+                    let len = u32::try_from(b.len())
+                        .map_err(|_| KeyError::TooLong { field, len: b.len() })?;
+                    h.update([tag]);
+                    h.update(len.to_be_bytes());
+                    h.update(b);
+                    Ok::<(), KeyError>(())
+                })?;
+            }
+            (SinkMode::Hash(h), Scheme::Joined { separator }) => {
+                if !first {
+                    h.update(separator.as_bytes());
+                }
+                h.update(v.joined_text().as_bytes());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A type whose key fields can be fed to a [`KeySink`]; the `NaturalKey` derive implements it.
+#[doc(hidden)]
+pub trait WriteKey {
+    const SCHEME: Scheme;
+    fn write_key(&self, sink: &mut KeySink) -> Result<(), KeyError>;
+}
+
+/// SHA-256 over the identity (non-timestamp key fields) in the given scheme.
+pub(crate) fn identity_digest<T: WriteKey + ?Sized>(doc: &T) -> Result<[u8; 32], KeyError> {
+    let mut sink = KeySink::new(T::SCHEME, false);
+    doc.write_key(&mut sink)?;
+    match sink.mode {
+        SinkMode::Hash(h) => Ok(h.finalize().into()),
+        SinkMode::Describe(_) => unreachable!("sink was created in hash mode"),
+    }
+}
+
+/// `slug="hello", lang="en"`: the key values as text, for error messages.
+pub(crate) fn describe<T: WriteKey + ?Sized>(doc: &T) -> String {
+    let mut sink = KeySink::new(T::SCHEME, true);
+    match (doc.write_key(&mut sink), sink.mode) {
+        (Ok(()), SinkMode::Describe(s)) => s,
+        (Err(e), SinkMode::Describe(s)) => format!("{s} ({e})"),
+        (_, SinkMode::Hash(_)) => unreachable!("sink was created in describe mode"),
+    }
+}
+
+/// The text stored (and uniquely indexed) for a RandomId type's `#[idempotency_key]`.
+pub(crate) fn idempotency_text<T: KeyPart + ?Sized>(
+    field: &'static str,
+    value: &T,
+) -> Result<Option<String>, KeyError> {
+    let v = value.key_value();
+    match &v {
+        KeyValue::None => Err(KeyError::Missing { field }),
+        KeyValue::Str(s) => match s.bytes().position(|b| b == 0) {
+            Some(position) => Err(KeyError::NulByte { field, position }),
+            None => Ok(Some(s.to_string())),
+        },
+        other => Ok(Some(other.joined_text().into_owned())),
+    }
+}
+
+/// Builds the ULID: 48-bit timestamp, then the first 10 bytes of the identity digest.
+pub(crate) fn ulid_from(timestamp_ms: u64, digest: &[u8; 32]) -> Ulid {
+    let mut low = [0u8; 16];
+    low[6..].copy_from_slice(&digest[..10]);
+    Ulid::from_parts(timestamp_ms, u128::from_be_bytes(low))
+}
+
+/// Checks a timestamp against the ULID range: never wrap or clamp.
+#[doc(hidden)]
+pub fn check_timestamp(field: &'static str, millis: i128) -> Result<u64, KeyError> {
+    if (0..=MAX_TIMESTAMP_MS as i128).contains(&millis) {
+        Ok(millis as u64)
+    } else {
+        Err(KeyError::TimestampOutOfRange { field, millis })
+    }
+}
+
+/// A type that can be the `#[key(timestamp)]` field: it knows its instant in Unix milliseconds.
+///
+/// Implemented for `i64`/`u64`/`i128`/`i32`/`u32` (already milliseconds),
+/// [`bson::DateTime`], [`std::time::SystemTime`], and — behind the `chrono`, `time` and `jiff`
+/// features — `chrono::DateTime<Tz>`, `time::OffsetDateTime`/`UtcDateTime`,
+/// `jiff::Timestamp`/`Zoned`. Sub-millisecond parts are floored.
+///
+/// ```
+/// use natural_key_runtime::KeyTimestamp;
+/// assert_eq!(1_700_000_000_000i64.unix_millis(), 1_700_000_000_000);
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a `#[key(timestamp)]` field",
+    label = "not a timestamp: expected Unix milliseconds (i64/u64), bson::DateTime, SystemTime, or a chrono/time/jiff instant",
+    note = "the timestamp key becomes the ULID's 48-bit millisecond prefix; implement `natural_key::KeyTimestamp` for custom types"
+)]
+pub trait KeyTimestamp {
+    /// Milliseconds since 1970-01-01T00:00:00Z (negative before it). Range checking is done by
+    /// the caller, so implementations never clamp.
+    fn unix_millis(&self) -> i128;
+}
+
+impl<T: KeyTimestamp + ?Sized> KeyTimestamp for &T {
+    fn unix_millis(&self) -> i128 {
+        (**self).unix_millis()
+    }
+}
+macro_rules! ms_timestamp {
+    ($($t:ty),*) => {$(
+        impl KeyTimestamp for $t {
+            fn unix_millis(&self) -> i128 { *self as i128 }
+        }
+    )*};
+}
+ms_timestamp!(i32, i64, i128, u32, u64);
+impl KeyTimestamp for bson::DateTime {
+    fn unix_millis(&self) -> i128 {
+        self.timestamp_millis() as i128
+    }
+}
+impl KeyTimestamp for std::time::SystemTime {
+    fn unix_millis(&self) -> i128 {
+        match self.duration_since(std::time::UNIX_EPOCH) {
+            Ok(d) => d.as_millis() as i128,
+            // Before the epoch: floor toward negative infinity.
+            Err(e) => {
+                let d = e.duration();
+                let ms = d.as_millis() as i128;
+                if d.subsec_nanos() % 1_000_000 != 0 { -(ms + 1) } else { -ms }
+            }
+        }
+    }
+}
+#[cfg(feature = "chrono")]
+impl<Tz: chrono::TimeZone> KeyTimestamp for chrono::DateTime<Tz> {
+    fn unix_millis(&self) -> i128 {
+        self.timestamp_millis() as i128
+    }
+}
+#[cfg(feature = "time")]
+impl KeyTimestamp for time::OffsetDateTime {
+    fn unix_millis(&self) -> i128 {
+        self.unix_timestamp_nanos().div_euclid(1_000_000)
+    }
+}
+#[cfg(feature = "time")]
+impl KeyTimestamp for time::UtcDateTime {
+    fn unix_millis(&self) -> i128 {
+        self.unix_timestamp_nanos().div_euclid(1_000_000)
+    }
+}
+#[cfg(feature = "jiff")]
+impl KeyTimestamp for jiff::Timestamp {
+    fn unix_millis(&self) -> i128 {
+        self.as_nanosecond().div_euclid(1_000_000)
+    }
+}
+#[cfg(feature = "jiff")]
+impl KeyTimestamp for jiff::Zoned {
+    fn unix_millis(&self) -> i128 {
+        self.timestamp().as_nanosecond().div_euclid(1_000_000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_time_before_epoch_floors() {
+        use std::time::{Duration, UNIX_EPOCH};
+        let t = UNIX_EPOCH - Duration::from_micros(1500);
+        assert_eq!(t.unix_millis(), -2);
+        let t = UNIX_EPOCH - Duration::from_millis(3);
+        assert_eq!(t.unix_millis(), -3);
+        let t = UNIX_EPOCH + Duration::from_micros(1999);
+        assert_eq!(t.unix_millis(), 1);
+    }
+
+    #[test]
+    fn timestamp_range_is_checked_not_clamped() {
+        assert_eq!(check_timestamp("t", 0), Ok(0));
+        assert_eq!(check_timestamp("t", MAX_TIMESTAMP_MS as i128), Ok(MAX_TIMESTAMP_MS));
+        assert_eq!(
+            check_timestamp("t", MAX_TIMESTAMP_MS as i128 + 1),
+            Err(KeyError::TimestampOutOfRange { field: "t", millis: MAX_TIMESTAMP_MS as i128 + 1 })
+        );
+        assert_eq!(check_timestamp("t", -1), Err(KeyError::TimestampOutOfRange { field: "t", millis: -1 }));
+    }
+
+    #[test]
+    fn normalization() {
+        let n = Normalize { lowercase: true, nfc: true };
+        // "CAFE\u{301}" (E + combining acute) lowercases and composes to "café".
+        assert_eq!(n.apply(KeyValue::Str("CAFE\u{301}".into())), KeyValue::Str("caf\u{e9}".into()));
+        assert_eq!(n.apply(KeyValue::Int(5)), KeyValue::Int(5));
+    }
+
+    #[test]
+    fn ulid_layout() {
+        let mut d = [0u8; 32];
+        for (i, b) in d.iter_mut().enumerate() {
+            *b = i as u8 + 1;
+        }
+        let u = ulid_from(0x0102_0304_0506, &d);
+        assert_eq!(u.timestamp_ms(), 0x0102_0304_0506);
+        assert_eq!(&u.to_bytes()[..6], &[1, 2, 3, 4, 5, 6]);
+        assert_eq!(&u.to_bytes()[6..], &d[..10]);
+    }
+}

@@ -1,0 +1,136 @@
+//! The two identity kinds: [`NaturalKey`] (derived id, guarded upsert) and [`RandomId`]
+//! (event id created once, insert-once).
+
+use mongodb::Collection;
+use serde::Serialize;
+use ulid::Ulid;
+
+use crate::content::{ContentHash, ContentHasher};
+use crate::error::{Error, KeyError};
+use crate::key::{self, WriteKey};
+use crate::write::{Insert, Upsert};
+
+/// A document whose id is derived from its natural key. Use `#[derive(NaturalKey)]`.
+///
+/// ```
+/// use natural_key::prelude::*;
+///
+/// #[derive(NaturalKey, Serialize, Deserialize)]
+/// struct Post {
+///     #[key] slug: String,
+///     #[key] lang: String,
+///     #[key(timestamp)] published_at: i64, // Unix milliseconds
+///     body: String,
+/// }
+///
+/// let post = Post { slug: "hello".into(), lang: "en".into(), published_at: 1_700_000_000_000, body: "hi".into() };
+/// let id = post.id()?;
+/// assert_eq!(id.timestamp_ms(), 1_700_000_000_000);
+/// // Same key, same id: the body is not part of it.
+/// let edited = Post { body: "edited".into(), ..post };
+/// assert_eq!(edited.id()?, id);
+/// # Ok::<(), natural_key::Error>(())
+/// ```
+pub trait NaturalKey: WriteKey + Serialize {
+    /// The `#[key(timestamp)]` field in Unix ms, range-checked.
+    #[doc(hidden)]
+    fn __timestamp_ms(&self) -> Result<u64, KeyError>;
+
+    /// Feeds the hashed (non-`skip_hash`) fields to the content hasher.
+    #[doc(hidden)]
+    fn __write_content(&self, hasher: &mut ContentHasher) -> Result<(), Error>;
+
+    /// The deterministic id: the timestamp key as the 48-bit ULID time, the first 10 bytes of
+    /// SHA-256 over the identity fields as the 80 low bits.
+    ///
+    /// Errors when the timestamp is outside the ULID range or a key holds a NUL byte.
+    fn id(&self) -> Result<Ulid, KeyError> {
+        let digest = key::identity_digest(self)?;
+        Ok(key::ulid_from(self.__timestamp_ms()?, &digest))
+    }
+
+    /// SHA-256 over the identity fields alone (what `_nk_identity` stores and the unique index
+    /// covers). Unlike [`id`](NaturalKey::id) it does not depend on the timestamp key, so it
+    /// finds the stored document even after the timestamp was (wrongly) edited.
+    fn identity(&self) -> Result<ContentHash, KeyError> {
+        key::identity_digest(self).map(ContentHash)
+    }
+
+    /// Canonical SHA-256 of the document's hashed fields: independent of map iteration order,
+    /// without `#[natural_key(skip_hash)]` fields.
+    fn content_hash(&self) -> Result<ContentHash, Error> {
+        let mut h = ContentHasher::new();
+        self.__write_content(&mut h)?;
+        Ok(h.finish())
+    }
+
+    /// The identity key values as text (`slug="hello", lang="en"`), for messages.
+    fn key_description(&self) -> String {
+        key::describe(self)
+    }
+
+    /// The guarded upsert: insert, update or leave alone, never fork. Await it, optionally after
+    /// configuring it (see [`Upsert`]).
+    ///
+    /// ```no_run
+    /// # use natural_key::prelude::*;
+    /// # #[derive(NaturalKey, Serialize, Deserialize)]
+    /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64, body: String }
+    /// # async fn f(coll: natural_key::mongodb::Collection<Post>, post: Post) -> Result<(), natural_key::Error> {
+    /// match post.upsert(&coll).await? {
+    ///     Outcome::Inserted(id) => println!("new post {id}"),
+    ///     Outcome::Updated(id) => println!("edited {id}"),
+    ///     Outcome::Unchanged(_) => {} // no write was sent
+    ///     other => unreachable!("{other:?}"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    fn upsert<'a>(&'a self, coll: &'a Collection<Self>) -> Upsert<'a, Self>
+    where
+        Self: Sized + Send + Sync,
+    {
+        Upsert::new(self, coll)
+    }
+}
+
+/// An event-like document with a random id created once, when the value is created. Use
+/// `#[derive(RandomId)]` with an `#[id]` field of type [`Ulid`].
+///
+/// ```
+/// use natural_key::prelude::*;
+///
+/// #[derive(RandomId, Serialize, Deserialize)]
+/// struct Click {
+///     #[id] #[serde(rename = "_id")] id: natural_key::Ulid,
+///     page: String,
+/// }
+///
+/// let click = Click { id: natural_key::Ulid::new(), page: "/".into() };
+/// assert_eq!(RandomId::id(&click), click.id); // a retry of this value reuses the id
+/// ```
+pub trait RandomId: Serialize {
+    /// The id carried by the value (its `#[id]` field).
+    fn id(&self) -> Ulid;
+
+    /// The `#[idempotency_key]` field as text, if the type has one.
+    #[doc(hidden)]
+    fn __idempotency_key(&self) -> Result<Option<String>, KeyError> {
+        Ok(None)
+    }
+
+    /// Insert once: [`Outcome::Inserted`](crate::Outcome::Inserted), or
+    /// [`Outcome::AlreadyApplied`](crate::Outcome::AlreadyApplied) when this id (or idempotency
+    /// key) is already stored. Never a second document.
+    fn insert<'a>(&'a self, coll: &'a Collection<Self>) -> Insert<'a, Self>
+    where
+        Self: Sized + Send + Sync,
+    {
+        Insert::new(self, coll)
+    }
+}
+
+/// The indexes a type needs; both derives implement it.
+#[doc(hidden)]
+pub trait Indexes {
+    fn index_models() -> Vec<mongodb::IndexModel>;
+}

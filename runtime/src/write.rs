@@ -1,0 +1,406 @@
+//! The writes: the guarded [`Upsert`], the insert-once [`Insert`], and [`ensure_indexes`].
+
+use std::fmt;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+
+use bson::{doc, Bson, Document};
+use mongodb::options::IndexOptions;
+use mongodb::{Collection, IndexModel};
+use tracing::Instrument;
+use ulid::Ulid;
+
+use crate::error::{classify, is_duplicate_key, Error};
+use crate::traits::{Indexes, NaturalKey, RandomId};
+
+/// Field holding the identity digest (hex SHA-256 of the non-timestamp key fields).
+pub const IDENTITY_FIELD: &str = "_nk_identity";
+/// Field holding the content hash (hex).
+pub const HASH_FIELD: &str = "_nk_hash";
+/// Field holding a RandomId type's idempotency key.
+pub const IDEMPOTENCY_FIELD: &str = "_nk_idempotency";
+
+/// How many read-decide-write rounds an upsert tries before reporting [`Error::Contention`].
+const MAX_ROUNDS: u32 = 8;
+
+/// What a write did. Every variant carries the document's id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// A new document was stored.
+    Inserted(Ulid),
+    /// The stored document's content changed.
+    Updated(Ulid),
+    /// The stored content hash equals the new one: no write command was sent.
+    Unchanged(Ulid),
+    /// (RandomId) this event is already stored — typically a retry whose first attempt landed.
+    /// Carries the stored id (which differs from the value's own id only when the match was
+    /// on the idempotency key).
+    AlreadyApplied(Ulid),
+}
+
+impl Outcome {
+    /// The document's id.
+    ///
+    /// ```
+    /// # use natural_key_runtime::Outcome;
+    /// let id = ulid::Ulid::nil();
+    /// assert_eq!(Outcome::Unchanged(id).id(), id);
+    /// ```
+    pub fn id(&self) -> Ulid {
+        match *self {
+            Outcome::Inserted(id)
+            | Outcome::Updated(id)
+            | Outcome::Unchanged(id)
+            | Outcome::AlreadyApplied(id) => id,
+        }
+    }
+
+    /// `"inserted"`, `"updated"`, `"unchanged"` or `"already_applied"`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Outcome::Inserted(_) => "inserted",
+            Outcome::Updated(_) => "updated",
+            Outcome::Unchanged(_) => "unchanged",
+            Outcome::AlreadyApplied(_) => "already_applied",
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.as_str(), self.id())
+    }
+}
+
+/// How an upsert writes a changed document.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WriteMode {
+    /// `$set` of the document's fields (the recipe's choice): fields that other code wrote to the
+    /// stored document survive.
+    #[default]
+    Merge,
+    /// Replace the stored document: fields removed from the struct are removed from the database.
+    Replace,
+}
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Creates the indexes a type relies on: for a [`NaturalKey`] type a unique index on the
+/// identity (`_nk_identity`), so the database itself refuses a forked document even when two
+/// writers race; for a [`RandomId`] type with an `#[idempotency_key]`, a unique index on it.
+/// Idempotent: call it at start-up.
+///
+/// ```no_run
+/// # use natural_key::prelude::*;
+/// # #[derive(NaturalKey, Serialize, Deserialize)]
+/// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64 }
+/// # async fn f(coll: natural_key::mongodb::Collection<Post>) -> Result<(), natural_key::Error> {
+/// natural_key::ensure_indexes(&coll).await?;
+/// # Ok(()) }
+/// ```
+pub async fn ensure_indexes<T: Indexes + Send + Sync>(coll: &Collection<T>) -> Result<(), Error> {
+    let models = T::index_models();
+    if !models.is_empty() {
+        coll.create_indexes(models).await.map_err(classify)?;
+    }
+    Ok(())
+}
+
+#[doc(hidden)]
+pub fn identity_index() -> IndexModel {
+    unique_index(IDENTITY_FIELD, "nk_identity")
+}
+
+#[doc(hidden)]
+pub fn idempotency_index() -> IndexModel {
+    unique_index(IDEMPOTENCY_FIELD, "nk_idempotency")
+}
+
+fn unique_index(field: &str, name: &str) -> IndexModel {
+    IndexModel::builder()
+        .keys(doc! { field: 1 })
+        .options(IndexOptions::builder().unique(true).name(name.to_string()).build())
+        .build()
+}
+
+fn namespace<T: Send + Sync>(coll: &Collection<T>) -> String {
+    coll.namespace().to_string()
+}
+
+fn to_body<T: serde::Serialize>(doc: &T) -> Result<Document, Error> {
+    let mut body = bson::to_document(doc).map_err(Error::serialize::<T>)?;
+    // The filter carries `_id`; engines differ on `_id` inside `$set`/replacements.
+    body.remove("_id");
+    Ok(body)
+}
+
+/// The stored `_id` as text (ids are stored as 26-character ULID strings).
+fn stored_id_text(stored: &Document) -> String {
+    match stored.get("_id") {
+        Some(Bson::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => "<missing>".to_string(),
+    }
+}
+
+/// The guarded upsert of one [`NaturalKey`] document. Created by
+/// [`NaturalKey::upsert`]; configure, then `.await`.
+///
+/// 1. Derive the id, identity and content hash (a key error here means nothing was written).
+/// 2. Read the stored `_id` and hash by identity.
+/// 3. Stored `_id` ≠ derived id → [`Error::ImmutableKeyChanged`], nothing written.
+/// 4. Same hash → [`Outcome::Unchanged`], no write sent.
+/// 5. Otherwise write by `_id`, only if the stored hash is still the one read (optimistic
+///    concurrency); a lost race re-reads and decides again.
+#[must_use = "an upsert does nothing until awaited"]
+pub struct Upsert<'a, T: Send + Sync> {
+    doc: &'a T,
+    coll: &'a Collection<T>,
+    mode: WriteMode,
+}
+
+impl<'a, T: NaturalKey + Send + Sync> Upsert<'a, T> {
+    pub(crate) fn new(doc: &'a T, coll: &'a Collection<T>) -> Self {
+        Upsert { doc, coll, mode: WriteMode::Merge }
+    }
+
+    /// Chooses [`WriteMode::Merge`] (default) or [`WriteMode::Replace`].
+    pub fn mode(mut self, mode: WriteMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Shorthand for `.mode(WriteMode::Replace)`.
+    pub fn replace(self) -> Self {
+        self.mode(WriteMode::Replace)
+    }
+}
+
+/// Everything derived from the document before touching the database.
+pub(crate) struct Prepared {
+    pub(crate) id: Ulid,
+    pub(crate) id_text: String,
+    pub(crate) identity: String,
+    pub(crate) hash: String,
+    pub(crate) body: Document,
+}
+
+impl Prepared {
+    pub(crate) fn of<T: NaturalKey>(doc: &T) -> Result<Self, Error> {
+        let id = doc.id()?;
+        let identity = doc.identity()?.to_string();
+        let hash = doc.content_hash()?.to_string();
+        let mut body = to_body(doc)?;
+        body.insert(IDENTITY_FIELD, identity.clone());
+        body.insert(HASH_FIELD, hash.clone());
+        Ok(Prepared { id, id_text: id.to_string(), identity, hash, body })
+    }
+}
+
+/// One guarded upsert against a raw collection; shared by single and batch writes.
+pub(crate) async fn upsert_prepared(
+    raw: &Collection<Document>,
+    p: &Prepared,
+    mode: WriteMode,
+    describe_key: &(dyn Fn() -> String + Send + Sync),
+) -> Result<Outcome, Error> {
+    for _ in 0..MAX_ROUNDS {
+        let stored = raw
+            .find_one(doc! { IDENTITY_FIELD: &p.identity })
+            .projection(doc! { "_id": 1, HASH_FIELD: 1 })
+            .await
+            .map_err(classify)?;
+        match stored {
+            Some(stored) => {
+                if stored.get("_id") != Some(&Bson::String(p.id_text.clone())) {
+                    return Err(Error::ImmutableKeyChanged {
+                        collection: raw.namespace().to_string(),
+                        stored_id: stored_id_text(&stored),
+                        derived_id: p.id,
+                        key: describe_key(),
+                    });
+                }
+                let stored_hash = stored.get(HASH_FIELD).cloned().unwrap_or(Bson::Null);
+                if stored_hash == Bson::String(p.hash.clone()) {
+                    return Ok(Outcome::Unchanged(p.id));
+                }
+                let filter = doc! { "_id": &p.id_text, HASH_FIELD: stored_hash };
+                let matched = match mode {
+                    WriteMode::Merge => raw.update_one(filter, doc! { "$set": &p.body }).await,
+                    WriteMode::Replace => raw.replace_one(filter, &p.body).await,
+                }
+                .map_err(classify)?
+                .matched_count;
+                if matched == 1 {
+                    return Ok(Outcome::Updated(p.id));
+                }
+                // Someone changed it between our read and write: read again and decide again.
+            }
+            None => {
+                // Matches only a document with our `_id` that carries no identity (written by
+                // other code, e.g. a Go service using the same id recipe): adopt it. A document
+                // with our `_id` *and* an identity makes the upsert's insert fail on `_id`, and
+                // another identity's fork fails on the unique identity index; both re-read.
+                let filter = doc! { "_id": &p.id_text, IDENTITY_FIELD: { "$exists": false } };
+                let result = match mode {
+                    WriteMode::Merge => {
+                        raw.update_one(filter, doc! { "$set": &p.body }).upsert(true).await
+                    }
+                    WriteMode::Replace => raw.replace_one(filter, &p.body).upsert(true).await,
+                };
+                match result {
+                    Ok(r) if r.upserted_id.is_some() => return Ok(Outcome::Inserted(p.id)),
+                    Ok(r) if r.matched_count == 1 => return Ok(Outcome::Updated(p.id)),
+                    Ok(_) => {}
+                    Err(e) if is_duplicate_key(&e) => {}
+                    Err(e) => return Err(classify(e)),
+                }
+            }
+        }
+    }
+    Err(Error::Contention { collection: raw.namespace().to_string(), id: p.id, attempts: MAX_ROUNDS })
+}
+
+impl<'a, T: NaturalKey + Send + Sync> IntoFuture for Upsert<'a, T> {
+    type Output = Result<Outcome, Error>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let Upsert { doc, coll, mode } = self;
+            let span = tracing::info_span!(
+                "natural_key.upsert",
+                collection = %namespace(coll),
+                id = tracing::field::Empty,
+                outcome = tracing::field::Empty,
+            );
+            async move {
+                let p = Prepared::of(doc)?;
+                tracing::Span::current().record("id", tracing::field::display(p.id));
+                let raw = coll.clone_with_type::<Document>();
+                let result = upsert_prepared(&raw, &p, mode, &|| doc.key_description()).await;
+                record_outcome(&result);
+                result
+            }
+            .instrument(span)
+            .await
+        })
+    }
+}
+
+fn record_outcome(result: &Result<Outcome, Error>) {
+    let span = tracing::Span::current();
+    match result {
+        Ok(o) => {
+            span.record("outcome", o.as_str());
+        }
+        Err(e) => {
+            span.record("outcome", "error");
+            tracing::debug!(error = %e, "write failed");
+        }
+    }
+}
+
+/// The insert-once write of a [`RandomId`] event. Created by [`RandomId::insert`]; `.await` it.
+#[must_use = "an insert does nothing until awaited"]
+pub struct Insert<'a, T: Send + Sync> {
+    doc: &'a T,
+    coll: &'a Collection<T>,
+}
+
+impl<'a, T: RandomId + Send + Sync> Insert<'a, T> {
+    pub(crate) fn new(doc: &'a T, coll: &'a Collection<T>) -> Self {
+        Insert { doc, coll }
+    }
+}
+
+pub(crate) struct PreparedEvent {
+    pub(crate) id: Ulid,
+    pub(crate) idempotency_key: Option<String>,
+    pub(crate) body: Document,
+}
+
+impl PreparedEvent {
+    pub(crate) fn of<T: RandomId>(doc: &T) -> Result<Self, Error> {
+        let id = doc.id();
+        let idempotency_key = doc.__idempotency_key()?;
+        let mut body = bson::to_document(doc).map_err(Error::serialize::<T>)?;
+        body.insert("_id", id.to_string());
+        if let Some(k) = &idempotency_key {
+            body.insert(IDEMPOTENCY_FIELD, k.clone());
+        }
+        Ok(PreparedEvent { id, idempotency_key, body })
+    }
+}
+
+/// After a duplicate-key error: which stored event is this one? `None` if neither the id nor
+/// the idempotency key is stored (it was deleted in between).
+pub(crate) async fn already_applied(
+    raw: &Collection<Document>,
+    p: &PreparedEvent,
+) -> Result<Option<Ulid>, Error> {
+    let id_text = p.id.to_string();
+    if raw.find_one(doc! { "_id": &id_text }).projection(doc! { "_id": 1 }).await.map_err(classify)?.is_some() {
+        return Ok(Some(p.id));
+    }
+    if let Some(k) = &p.idempotency_key {
+        if let Some(stored) = raw
+            .find_one(doc! { IDEMPOTENCY_FIELD: k })
+            .projection(doc! { "_id": 1 })
+            .await
+            .map_err(classify)?
+        {
+            let text = stored_id_text(&stored);
+            return text.parse().map(Some).map_err(|_| Error::UnexpectedDocument {
+                collection: raw.namespace().to_string(),
+                message: format!("_id {text} of the event with idempotency key {k:?} is not a ULID"),
+            });
+        }
+    }
+    Ok(None)
+}
+
+pub(crate) async fn insert_prepared(
+    raw: &Collection<Document>,
+    p: &PreparedEvent,
+) -> Result<Outcome, Error> {
+    for _ in 0..MAX_ROUNDS {
+        match raw.insert_one(&p.body).await {
+            Ok(_) => return Ok(Outcome::Inserted(p.id)),
+            Err(e) if is_duplicate_key(&e) => {
+                if let Some(id) = already_applied(raw, p).await? {
+                    return Ok(Outcome::AlreadyApplied(id));
+                }
+            }
+            Err(e) => return Err(classify(e)),
+        }
+    }
+    Err(Error::Contention { collection: raw.namespace().to_string(), id: p.id, attempts: MAX_ROUNDS })
+}
+
+impl<'a, T: RandomId + Send + Sync> IntoFuture for Insert<'a, T> {
+    type Output = Result<Outcome, Error>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let Insert { doc, coll } = self;
+            let span = tracing::info_span!(
+                "natural_key.insert",
+                collection = %namespace(coll),
+                id = %doc.id(),
+                outcome = tracing::field::Empty,
+            );
+            async move {
+                let p = PreparedEvent::of(doc)?;
+                let result = insert_prepared(&coll.clone_with_type::<Document>(), &p).await;
+                record_outcome(&result);
+                result
+            }
+            .instrument(span)
+            .await
+        })
+    }
+}
