@@ -197,6 +197,46 @@ impl<T: KeyPart> KeyPart for Option<T> {
     }
 }
 
+impl KeyPart for KeyValue<'_> {
+    fn key_value(&self) -> KeyValue<'_> {
+        match self {
+            KeyValue::Str(s) => KeyValue::Str(Cow::Borrowed(s)),
+            KeyValue::Bytes(b) => KeyValue::Bytes(Cow::Borrowed(b)),
+            other => other.clone(),
+        }
+    }
+}
+
+/// Derives an id from key values known only at run time — the same id `#[derive(NaturalKey)]`
+/// computes for a struct whose `#[key]` fields hold these values in this order (after any
+/// normalization). Useful for ids of documents written by other code, e.g. a Go service.
+///
+/// ```
+/// use natural_key_runtime::{compute_id, KeyValue, Scheme};
+/// // The seed recipe: ULID(publishedAt, sha256("hello-world" + ":" + "en")[0:10]).
+/// let id = compute_id(
+///     Scheme::Joined { separator: ":" },
+///     &[KeyValue::Str("hello-world".into()), KeyValue::Str("en".into())],
+///     1_700_000_000_000,
+/// )?;
+/// assert_eq!(id.to_string(), "01HF7YAT002BC0VWVKC580KT23");
+/// # Ok::<(), natural_key_runtime::KeyError>(())
+/// ```
+pub fn compute_id(scheme: Scheme, keys: &[KeyValue<'_>], timestamp_ms: i128) -> Result<Ulid, KeyError> {
+    let digest = compute_identity(scheme, keys)?;
+    Ok(ulid_from(check_timestamp("timestamp", timestamp_ms)?, &digest.0))
+}
+
+/// The identity digest (what `_nk_identity` stores, hex) of run-time key values; see
+/// [`compute_id`].
+pub fn compute_identity(scheme: Scheme, keys: &[KeyValue<'_>]) -> Result<crate::ContentHash, KeyError> {
+    let mut sink = KeySink::new(scheme, false);
+    for k in keys {
+        sink.part("key", k, Normalize::NONE)?;
+    }
+    Ok(crate::ContentHash(sink.finish()))
+}
+
 /// Per-field normalization requested with `#[key(nfc)]` / `#[key(lowercase)]`; applies to
 /// text values only.
 #[doc(hidden)]
@@ -280,6 +320,13 @@ impl KeySink {
         KeySink { scheme, fields: 0, mode }
     }
 
+    fn finish(self) -> [u8; 32] {
+        match self.mode {
+            SinkMode::Hash(h) => h.finalize().into(),
+            SinkMode::Describe(_) => unreachable!("finish is only called on hashing sinks"),
+        }
+    }
+
     /// Adds one key field.
     pub fn part<T: KeyPart + ?Sized>(
         &mut self,
@@ -336,10 +383,7 @@ pub trait WriteKey {
 pub(crate) fn identity_digest<T: WriteKey + ?Sized>(doc: &T) -> Result<[u8; 32], KeyError> {
     let mut sink = KeySink::new(T::SCHEME, false);
     doc.write_key(&mut sink)?;
-    match sink.mode {
-        SinkMode::Hash(h) => Ok(h.finalize().into()),
-        SinkMode::Describe(_) => unreachable!("sink was created in hash mode"),
-    }
+    Ok(sink.finish())
 }
 
 /// `slug="hello", lang="en"`: the key values as text, for error messages.
