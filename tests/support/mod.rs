@@ -1,0 +1,103 @@
+//! Test support: the real engine (never a mock), a database per test, and a command counter.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use natural_key::mongodb::event::command::CommandEvent;
+use natural_key::mongodb::event::EventHandler;
+use natural_key::mongodb::options::ClientOptions;
+use natural_key::mongodb::{Client, Database};
+
+/// `MONGODB_URI`, or — when unset — the URI of the FerretDB that `scripts/db up` starts (it is
+/// built once and reused), so `cargo test` alone works on a fresh machine.
+pub fn uri() -> String {
+    static URI: OnceLock<String> = OnceLock::new();
+    URI.get_or_init(|| match std::env::var("MONGODB_URI") {
+        Ok(u) if !u.is_empty() => u,
+        _ => db_up(&[], &[]),
+    })
+    .clone()
+}
+
+/// Runs `scripts/db up` with extra args/env and returns the URI (its last line).
+pub fn db_up(args: &[&str], env: &[(&str, &str)]) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg("up")
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run scripts/db up");
+    assert!(
+        out.status.success(),
+        "scripts/db up failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    stdout.lines().last().expect("scripts/db up prints the URI last").trim().to_string()
+}
+
+pub fn db_down(env: &[(&str, &str)]) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
+    let out = Command::new("bash").arg(&script).arg("down").envs(env.iter().copied()).output().unwrap();
+    assert!(out.status.success(), "scripts/db down failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Counts the commands a client sends, by name (`find`, `update`, `insert`, ...).
+#[derive(Clone, Default)]
+pub struct Commands(Arc<Mutex<HashMap<String, usize>>>);
+
+impl Commands {
+    pub fn count(&self, name: &str) -> usize {
+        self.0.lock().unwrap().get(name).copied().unwrap_or(0)
+    }
+    /// Write commands sent so far.
+    pub fn writes(&self) -> usize {
+        ["insert", "update", "delete", "findAndModify"].iter().map(|n| self.count(n)).sum()
+    }
+    pub fn total(&self) -> usize {
+        self.0.lock().unwrap().values().sum()
+    }
+    pub fn reset(&self) {
+        self.0.lock().unwrap().clear();
+    }
+}
+
+pub async fn client_for(uri: &str, commands: &Commands) -> Client {
+    let mut opts = ClientOptions::parse(uri).await.expect("parse MONGODB_URI");
+    // The engines we target have no retryable writes; a real MongoDB must behave the same here.
+    opts.retry_writes = Some(false);
+    opts.server_selection_timeout = Some(Duration::from_secs(3));
+    opts.connect_timeout = Some(Duration::from_secs(3));
+    let counter = commands.0.clone();
+    opts.command_event_handler = Some(EventHandler::callback(move |ev: CommandEvent| {
+        if let CommandEvent::Started(s) = ev {
+            *counter.lock().unwrap().entry(s.command_name).or_default() += 1;
+        }
+    }));
+    Client::with_options(opts).expect("client")
+}
+
+/// A fresh database of the test's own (dropped first), and a command counter on its client.
+pub async fn database(test: &str) -> (Database, Commands) {
+    let (db, commands) = database_existing(test).await;
+    db.drop().await.expect("drop the test database");
+    commands.reset();
+    (db, commands)
+}
+
+/// The test's database without dropping it (for a child process continuing a test).
+pub async fn database_existing(test: &str) -> (Database, Commands) {
+    let commands = Commands::default();
+    let client = client_for(&uri(), &commands).await;
+    // Latin, short, unique per test binary and test.
+    let exe = std::env::current_exe().unwrap();
+    let stem = exe.file_name().unwrap().to_string_lossy();
+    let bin = stem.split('-').next().unwrap();
+    (client.database(&format!("nk_{bin}_{test}")), commands)
+}

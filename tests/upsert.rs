@@ -1,0 +1,395 @@
+//! The guarded upsert against the real engine (FerretDB from scripts/db, or MONGODB_URI).
+
+mod support;
+
+use std::collections::HashMap;
+
+use natural_key::bson::{doc, Document, RawDocumentBuf};
+use natural_key::mongodb::Collection;
+use natural_key::prelude::*;
+use natural_key::{ensure_indexes, Error, KeyError, HASH_FIELD, IDENTITY_FIELD};
+
+#[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
+struct Post {
+    #[key]
+    slug: String,
+    #[key]
+    lang: String,
+    #[key(timestamp)]
+    published_at: i64,
+    title: String,
+    body: String,
+    #[serde(default)]
+    tags: HashMap<String, String>,
+    #[natural_key(skip_hash)]
+    #[serde(default)]
+    fetched_at: i64,
+}
+
+fn post(slug: &str, body: &str) -> Post {
+    Post {
+        slug: slug.into(),
+        lang: "en".into(),
+        published_at: 1_700_000_000_000,
+        title: format!("Title of {slug}"),
+        body: body.into(),
+        tags: HashMap::new(),
+        fetched_at: 0,
+    }
+}
+
+async fn posts(test: &str) -> (Collection<Post>, support::Commands) {
+    let (db, commands) = support::database(test).await;
+    let coll = db.collection::<Post>("posts");
+    ensure_indexes(&coll).await.unwrap();
+    commands.reset();
+    (coll, commands)
+}
+
+async fn raw(coll: &Collection<Post>, filter: Document) -> Vec<RawDocumentBuf> {
+    use futures::TryStreamExt;
+    coll.clone_with_type::<RawDocumentBuf>().find(filter).await.unwrap().try_collect().await.unwrap()
+}
+
+#[tokio::test]
+async fn insert_then_unchanged_a_hundred_times() {
+    let (coll, commands) = posts("unchanged").await;
+    let p = post("hello", "first body");
+    let id = p.id().unwrap();
+    assert_eq!(p.upsert(&coll).await.unwrap(), Outcome::Inserted(id));
+    assert_eq!(commands.writes(), 1);
+
+    commands.reset();
+    for _ in 0..100 {
+        assert_eq!(p.upsert(&coll).await.unwrap(), Outcome::Unchanged(id));
+    }
+    assert_eq!(commands.writes(), 0, "an unchanged document sends no write command");
+    assert_eq!(commands.count("find"), 100, "one read per upsert");
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1);
+
+    let stored = coll.clone_with_type::<Document>().find_one(doc! {}).await.unwrap().unwrap();
+    assert_eq!(stored.get_str("_id").unwrap(), id.to_string());
+    assert_eq!(stored.get_str(HASH_FIELD).unwrap(), p.content_hash().unwrap().to_string());
+    assert_eq!(stored.get_str(IDENTITY_FIELD).unwrap(), p.identity().unwrap().to_string());
+    // The document reads back as the struct it was written from.
+    let back: Post = coll.find_one(doc! { "_id": id.to_string() }).await.unwrap().unwrap();
+    assert_eq!(back, p);
+}
+
+#[tokio::test]
+async fn body_edit_updates_in_place() {
+    let (coll, commands) = posts("body_edit").await;
+    let p = post("edit-me", "v1");
+    let id = p.id().unwrap();
+    p.upsert(&coll).await.unwrap();
+    let edited = Post { body: "v2".into(), ..p.clone() };
+    commands.reset();
+    assert_eq!(edited.upsert(&coll).await.unwrap(), Outcome::Updated(id));
+    assert_eq!(commands.writes(), 1);
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1);
+    let back = coll.find_one(doc! { "_id": id.to_string() }).await.unwrap().unwrap();
+    assert_eq!(back.body, "v2");
+    assert_eq!(edited.upsert(&coll).await.unwrap(), Outcome::Unchanged(id));
+}
+
+#[tokio::test]
+async fn timestamp_edit_is_refused_and_writes_nothing() {
+    let (coll, commands) = posts("ts_edit").await;
+    let p = post("frozen", "body");
+    let id = p.id().unwrap();
+    p.upsert(&coll).await.unwrap();
+    let before = raw(&coll, doc! {}).await;
+
+    let moved = Post { published_at: p.published_at + 86_400_000, body: "also edited".into(), ..p.clone() };
+    commands.reset();
+    let err = moved.upsert(&coll).await.unwrap_err();
+    match &err {
+        Error::ImmutableKeyChanged { collection, stored_id, derived_id, key } => {
+            assert_eq!(collection, &format!("{}.posts", coll.namespace().db));
+            assert_eq!(stored_id, &id.to_string());
+            assert_eq!(*derived_id, moved.id().unwrap());
+            assert_eq!(key, r#"slug="frozen", lang="en""#);
+        }
+        other => panic!("expected ImmutableKeyChanged, got {other:?}"),
+    }
+    assert!(!err.is_transient());
+    let msg = err.to_string();
+    assert!(msg.contains("frozen") && msg.contains(&id.to_string()) && msg.contains("Nothing was written"), "{msg}");
+    assert_eq!(commands.writes(), 0);
+    let after = raw(&coll, doc! {}).await;
+    assert_eq!(before.len(), 1);
+    assert_eq!(
+        before.iter().map(|d| d.as_bytes()).collect::<Vec<_>>(),
+        after.iter().map(|d| d.as_bytes()).collect::<Vec<_>>(),
+        "the stored document is byte-for-byte unchanged"
+    );
+}
+
+#[tokio::test]
+async fn skip_hash_field_change_alone_is_unchanged() {
+    let (coll, commands) = posts("skip_hash").await;
+    let p = post("volatile", "body");
+    p.upsert(&coll).await.unwrap();
+    let refetched = Post { fetched_at: 99_999, ..p.clone() };
+    commands.reset();
+    assert!(matches!(refetched.upsert(&coll).await.unwrap(), Outcome::Unchanged(_)));
+    assert_eq!(commands.writes(), 0);
+}
+
+/// Writes (or, as the child, re-writes) a HashMap-bearing post; the parent runs this file's
+/// binary again so the second upsert happens in a fresh process with fresh hash seeds.
+#[tokio::test]
+async fn hashmap_document_is_unchanged_from_a_fresh_process() {
+    fn tagged() -> Post {
+        let mut p = post("maps", "body");
+        p.tags = (0..64).map(|i| (format!("key-{i}"), format!("value-{i}"))).collect();
+        p
+    }
+    if std::env::var("NK_CHILD_UPSERT").is_ok() {
+        let (db, _) = support::database_existing("hashmap").await;
+        let coll = db.collection::<Post>("posts");
+        let outcome = tagged().upsert(&coll).await.unwrap();
+        println!("CHILD-OUTCOME {}", outcome.as_str());
+        return;
+    }
+    let (coll, _) = posts("hashmap").await;
+    assert!(matches!(tagged().upsert(&coll).await.unwrap(), Outcome::Inserted(_)));
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "hashmap_document_is_unchanged_from_a_fresh_process", "--nocapture"])
+        .env("NK_CHILD_UPSERT", "1")
+        .env("MONGODB_URI", support::uri())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "child failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("CHILD-OUTCOME unchanged"), "child said: {stdout}");
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn eight_writers_racing_one_new_document() {
+    let (coll, _) = posts("race_new").await;
+    for round in 0..5 {
+        let p = post(&format!("contended-{round}"), "same body");
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let (coll, p) = (coll.clone(), p.clone());
+            tasks.push(tokio::spawn(async move { p.upsert(&coll).await }));
+        }
+        let mut inserted = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(Outcome::Inserted(_)) => inserted += 1,
+                Ok(Outcome::Unchanged(_) | Outcome::Updated(_)) => {}
+                other => panic!("writer failed: {other:?}"),
+            }
+        }
+        assert_eq!(inserted, 1, "exactly one writer inserts");
+        assert_eq!(coll.count_documents(doc! { "slug": p.slug.clone() }).await.unwrap(), 1);
+    }
+}
+
+#[tokio::test]
+async fn two_writers_racing_a_timestamp_fork() {
+    let (coll, _) = posts("race_fork").await;
+    for round in 0..5 {
+        let a = post(&format!("forked-{round}"), "a");
+        let b = Post { published_at: a.published_at + 1, body: "b".into(), ..a.clone() };
+        let (ca, cb) = (coll.clone(), coll.clone());
+        let (ra, rb) = tokio::join!(
+            tokio::spawn(async move { a.upsert(&ca).await }),
+            tokio::spawn(async move { b.upsert(&cb).await })
+        );
+        let results = [ra.unwrap(), rb.unwrap()];
+        let ok = results.iter().filter(|r| matches!(r, Ok(Outcome::Inserted(_)))).count();
+        let refused = results.iter().filter(|r| matches!(r, Err(Error::ImmutableKeyChanged { .. }))).count();
+        assert_eq!((ok, refused), (1, 1), "round {round}: {results:?}");
+        assert_eq!(coll.count_documents(doc! { "slug": format!("forked-{round}") }).await.unwrap(), 1);
+    }
+}
+
+#[tokio::test]
+async fn concurrent_edits_leave_a_consistent_document() {
+    let (coll, _) = posts("race_edit").await;
+    let base = post("busy", "v0");
+    base.upsert(&coll).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let (coll, p) = (coll.clone(), Post { body: format!("v{i}"), ..base.clone() });
+        tasks.push(tokio::spawn(async move { p.upsert(&coll).await }));
+    }
+    for t in tasks {
+        let o = t.await.unwrap().unwrap();
+        assert!(matches!(o, Outcome::Updated(_) | Outcome::Unchanged(_)), "{o:?}");
+    }
+    // Whatever body won, the stored hash is the hash of the stored body: no torn write.
+    let stored: Post = coll.find_one(doc! {}).await.unwrap().unwrap();
+    let raw = coll.clone_with_type::<Document>().find_one(doc! {}).await.unwrap().unwrap();
+    assert_eq!(raw.get_str(HASH_FIELD).unwrap(), stored.content_hash().unwrap().to_string());
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn bad_input_fails_before_any_command() {
+    let (coll, commands) = posts("bad_input").await;
+    let nul = post("bad\0slug", "body");
+    assert!(matches!(
+        nul.upsert(&coll).await,
+        Err(Error::Key(KeyError::NulByte { field: "slug", position: 3 }))
+    ));
+    let early = Post { published_at: -5, ..post("early", "body") };
+    let err = early.upsert(&coll).await.unwrap_err();
+    assert!(matches!(err, Error::Key(KeyError::TimestampOutOfRange { field: "published_at", millis: -5 })), "{err}");
+    assert!(err.to_string().contains("published_at"), "{err}");
+    let late = Post { published_at: 1 << 48, ..post("late", "body") };
+    assert!(matches!(late.upsert(&coll).await, Err(Error::Key(KeyError::TimestampOutOfRange { .. }))));
+    assert_eq!(commands.total(), 0, "no command at all reached the server");
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 0);
+}
+
+#[derive(NaturalKey, Serialize, Deserialize)]
+struct Unserializable {
+    #[key]
+    name: String,
+    #[key(timestamp)]
+    at: i64,
+    // BSON has no unsigned 64-bit integer: values above i64::MAX do not serialize.
+    big: u64,
+}
+
+#[tokio::test]
+async fn a_document_that_will_not_serialize_is_a_typed_error() {
+    let (db, commands) = support::database("unserializable").await;
+    let coll = db.collection::<Unserializable>("things");
+    let doc = Unserializable { name: "x".into(), at: 1, big: u64::MAX };
+    let err = doc.upsert(&coll).await.unwrap_err();
+    assert!(matches!(err, Error::Serialize { .. }), "{err:?}");
+    assert!(err.to_string().contains("Unserializable"), "{err}");
+    assert_eq!(commands.total(), 0);
+}
+
+#[tokio::test]
+async fn merge_keeps_foreign_fields_replace_removes_them() {
+    let (coll, _) = posts("modes").await;
+    let p = post("modes", "v1");
+    let id = p.id().unwrap().to_string();
+    p.upsert(&coll).await.unwrap();
+    let rawc = coll.clone_with_type::<Document>();
+    rawc.update_one(doc! { "_id": &id }, doc! { "$set": { "views": 7 } }).await.unwrap();
+
+    Post { body: "v2".into(), ..p.clone() }.upsert(&coll).await.unwrap();
+    let d = rawc.find_one(doc! { "_id": &id }).await.unwrap().unwrap();
+    assert_eq!(d.get_i32("views").unwrap(), 7, "merge ($set) keeps fields written by other code");
+
+    let o = Post { body: "v3".into(), ..p.clone() }.upsert(&coll).replace().await.unwrap();
+    assert!(matches!(o, Outcome::Updated(_)));
+    let d = rawc.find_one(doc! { "_id": &id }).await.unwrap().unwrap();
+    assert!(d.get("views").is_none(), "replace removes fields the struct does not have");
+    assert_eq!(d.get_str("body").unwrap(), "v3");
+    assert_eq!(d.get_str(IDENTITY_FIELD).unwrap(), p.identity().unwrap().to_string());
+}
+
+#[tokio::test]
+async fn adopts_a_document_written_by_other_code_with_the_same_id() {
+    let (coll, _) = posts("adopt").await;
+    let p = post("legacy", "from go");
+    let id = p.id().unwrap().to_string();
+    // What a Go service following the same recipe wrote: same _id, no natural-key fields.
+    coll.clone_with_type::<Document>()
+        .insert_one(doc! { "_id": &id, "slug": "legacy", "lang": "en", "body": "old" })
+        .await
+        .unwrap();
+    assert!(matches!(p.upsert(&coll).await.unwrap(), Outcome::Updated(_)));
+    assert!(matches!(p.upsert(&coll).await.unwrap(), Outcome::Unchanged(_)));
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn the_identity_index_refuses_a_fork_written_around_the_library() {
+    let (coll, _) = posts("index").await;
+    let p = post("indexed", "body");
+    p.upsert(&coll).await.unwrap();
+    let fork = doc! { "_id": "01ARZ3NDEKTSV4RRFFQ69G5FAV", IDENTITY_FIELD: p.identity().unwrap().to_string() };
+    let err = coll.clone_with_type::<Document>().insert_one(fork).await.unwrap_err();
+    assert!(err.to_string().contains("11000") || err.to_string().to_lowercase().contains("duplicate"), "{err}");
+}
+
+#[derive(RandomId, Serialize, Deserialize, Clone, Debug)]
+struct Click {
+    #[id]
+    #[serde(rename = "_id")]
+    id: Ulid,
+    page: String,
+}
+
+#[derive(RandomId, Serialize, Deserialize, Clone, Debug)]
+struct Payment {
+    #[id]
+    #[serde(rename = "_id")]
+    id: Ulid,
+    #[idempotency_key]
+    request_id: String,
+    amount_cents: i64,
+}
+
+#[tokio::test]
+async fn random_id_events_are_stored_once() {
+    let (db, commands) = support::database("events").await;
+    let clicks = db.collection::<Click>("clicks");
+    ensure_indexes(&clicks).await.unwrap();
+    let c = Click { id: Ulid::new(), page: "/".into() };
+    assert_eq!(c.insert(&clicks).await.unwrap(), Outcome::Inserted(c.id));
+    assert_eq!(c.insert(&clicks).await.unwrap(), Outcome::AlreadyApplied(c.id));
+    // Identical content, new event: it sits beside the first.
+    let again = Click { id: Ulid::new(), page: "/".into() };
+    assert_eq!(again.insert(&clicks).await.unwrap(), Outcome::Inserted(again.id));
+    assert_eq!(clicks.count_documents(doc! {}).await.unwrap(), 2);
+    assert!(commands.count("insert") >= 3);
+
+    let payments = db.collection::<Payment>("payments");
+    ensure_indexes(&payments).await.unwrap();
+    let first = Payment { id: Ulid::new(), request_id: "req-1".into(), amount_cents: 100 };
+    assert_eq!(first.insert(&payments).await.unwrap(), Outcome::Inserted(first.id));
+    // The client lost the reply and rebuilt the request with a new id but the same key.
+    let retry = Payment { id: Ulid::new(), ..first.clone() };
+    assert_eq!(retry.insert(&payments).await.unwrap(), Outcome::AlreadyApplied(first.id));
+    assert_eq!(payments.count_documents(doc! {}).await.unwrap(), 1);
+    let nul = Payment { id: Ulid::new(), request_id: "a\0".into(), amount_cents: 1 };
+    assert!(matches!(nul.insert(&payments).await, Err(Error::Key(KeyError::NulByte { .. }))));
+}
+
+#[tokio::test]
+async fn a_stopped_engine_is_a_transient_error_and_nothing_is_half_written() {
+    // A private engine, so stopping it does not disturb the other tests.
+    let state = std::env::temp_dir().join(format!("nk-stop-test-{}", std::process::id()));
+    let data = state.join("data");
+    let state_s = state.to_string_lossy().to_string();
+    let data_s = data.to_string_lossy().to_string();
+    let env = [("NK_DB_STATE", state_s.as_str())];
+    let uri = support::db_up(&["--data", &data_s], &env);
+    let port = uri.rsplit(':').next().unwrap().split('/').next().unwrap().to_string();
+
+    let commands = support::Commands::default();
+    let client = support::client_for(&uri, &commands).await;
+    let coll = client.database("nk_stop").collection::<Post>("posts");
+    ensure_indexes(&coll).await.unwrap();
+    let p = post("survivor", "v1");
+    p.upsert(&coll).await.unwrap();
+
+    support::db_down(&env);
+    let err = Post { body: "v2".into(), ..p.clone() }.upsert(&coll).await.unwrap_err();
+    assert!(err.is_transient(), "a stopped engine must be transient, got {err:?}");
+    assert!(matches!(err, Error::Transient(_)), "{err:?}");
+
+    // Same data, same port: the document is exactly the one written before the stop.
+    let env_port = [("NK_DB_STATE", state_s.as_str()), ("NK_DB_PORT", port.as_str())];
+    support::db_up(&["--data", &data_s], &env_port);
+    let back: Vec<Post> = {
+        use futures::TryStreamExt;
+        coll.find(doc! {}).await.unwrap().try_collect().await.unwrap()
+    };
+    assert_eq!(back, vec![p.clone()]);
+    assert!(matches!(p.upsert(&coll).await.unwrap(), Outcome::Unchanged(_)));
+    support::db_down(&env);
+    let _ = std::fs::remove_dir_all(&state);
+}
