@@ -1,6 +1,5 @@
 //! Parsing and validating the derive input into a small model; every error is collected.
 
-use syn::spanned::Spanned;
 use syn::{Attribute, Data, DeriveInput, Fields, Ident, LitStr, Type};
 
 use crate::ctxt::Ctxt;
@@ -264,6 +263,8 @@ fn key_attr(cx: &mut Ctxt, attr: &Attribute) -> KeyAttr {
     if let syn::Meta::Path(_) = attr.meta {
         return k;
     }
+    // `nfc`/`lowercase` as written, to point at them if the field is the timestamp.
+    let mut normalize_paths: Vec<syn::Path> = Vec::new();
     let r = attr.parse_nested_meta(|meta| {
         let flag = if meta.path.is_ident("timestamp") {
             &mut k.timestamp
@@ -281,6 +282,8 @@ fn key_attr(cx: &mut Ctxt, attr: &Attribute) -> KeyAttr {
         };
         if *flag {
             cx.error_spanned_by(&meta.path, "this option is given twice");
+        } else if !meta.path.is_ident("timestamp") {
+            normalize_paths.push(meta.path.clone());
         }
         *flag = true;
         Ok(())
@@ -288,11 +291,13 @@ fn key_attr(cx: &mut Ctxt, attr: &Attribute) -> KeyAttr {
     if let Err(e) = r {
         cx.syn_error(e);
     }
-    if k.timestamp && (k.nfc || k.lowercase) {
-        cx.syn_error(syn::Error::new(
-            attr.span(),
-            "`nfc`/`lowercase` normalize text keys; they do not apply to the timestamp key",
-        ));
+    if k.timestamp {
+        for path in &normalize_paths {
+            cx.error_spanned_by(
+                path,
+                "`nfc`/`lowercase` normalize text keys; they do not apply to the timestamp key",
+            );
+        }
     }
     k
 }

@@ -1,7 +1,7 @@
 //! Code generation: implementations that call into `::natural_key::__private`.
 
 use proc_macro2::TokenStream;
-use quote::{quote, quote_spanned};
+use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::DeriveInput;
 
@@ -31,9 +31,10 @@ pub fn natural_key(input: &DeriveInput) -> Result<TokenStream, Vec<syn::Error>> 
         let (member, ty) = (f.ident, f.ty);
         let name = member.to_string();
         let (lowercase, nfc) = (k.lowercase, k.nfc);
-        // Spanned on the field type, so "cannot be a `#[key]` field" points at it.
+        // The field type as the explicit type argument, so "cannot be a `#[key]` field" points
+        // at the whole type (a `quote_spanned!` span is only its first token on stable).
         Some(quote_spanned! {ty.span()=>
-            #p::KeySink::part(
+            #p::KeySink::part::<#ty>(
                 __sink,
                 #name,
                 &self.#member,
@@ -50,7 +51,7 @@ pub fn natural_key(input: &DeriveInput) -> Result<TokenStream, Vec<syn::Error>> 
     let (ts_member, ts_ty) = (ts.ident, ts.ty);
     let ts_name = ts_member.to_string();
     let ts_millis = quote_spanned! {ts_ty.span()=>
-        ::natural_key::KeyTimestamp::unix_millis(&self.#ts_member)
+        <#ts_ty as ::natural_key::KeyTimestamp>::unix_millis(&self.#ts_member)
     };
 
     let content = input.fields.iter().filter(|f| !f.skip_hash).map(|f| {
@@ -106,7 +107,12 @@ pub fn random_id(input: &DeriveInput) -> Result<TokenStream, Vec<syn::Error>> {
 
     let id = input.fields.iter().find(|f| f.id).expect("validated: one #[id] field");
     let (id_member, id_ty) = (id.ident, id.ty);
-    // Spanned on the field type: a non-Ulid `#[id]` field is reported there.
+    // Spanned on the field type: a non-Ulid `#[id]` field is reported there. The argument
+    // `&self.<member>` runs from the type's first token (`quote_spanned!`) to the member ident,
+    // respanned to the type's last token, so the error covers the whole type on stable too.
+    let id_last = id_ty.to_token_stream().into_iter().last().map_or(id_ty.span(), |t| t.span());
+    let mut id_member = id_member.clone();
+    id_member.set_span(id_last);
     let id_expr = quote_spanned! {id_ty.span()=>
         #p::ulid_of(&self.#id_member)
     };
@@ -115,7 +121,8 @@ pub fn random_id(input: &DeriveInput) -> Result<TokenStream, Vec<syn::Error>> {
         Some(f) => {
             let (member, ty) = (f.ident, f.ty);
             let name = member.to_string();
-            let text = quote_spanned! {ty.span()=> #p::idempotency_text(#name, &self.#member) };
+            let text =
+                quote_spanned! {ty.span()=> #p::idempotency_text::<#ty>(#name, &self.#member) };
             (
                 quote! {
                     fn __idempotency_key(

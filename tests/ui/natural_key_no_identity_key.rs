@@ -1,0 +1,11 @@
+use natural_key::prelude::*;
+
+#[derive(NaturalKey, Serialize, Deserialize)]
+struct Post {
+    slug: String,
+    #[key(timestamp)]
+    published_at: i64,
+    body: String,
+}
+
+fn main() {}

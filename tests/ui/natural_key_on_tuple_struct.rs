@@ -1,0 +1,6 @@
+use natural_key::prelude::*;
+
+#[derive(NaturalKey, Serialize, Deserialize)]
+struct Post(#[key] String, #[key(timestamp)] i64);
+
+fn main() {}
