@@ -7,12 +7,14 @@
 mod content;
 mod error;
 mod key;
+mod retry;
 mod traits;
 mod write;
 
 pub use content::{canonical_hash, ContentHash, ParseContentHashError};
 pub use error::{classify, Error, KeyError};
 pub use key::{compute_id, compute_identity, KeyPart, KeyTimestamp, KeyValue, Scheme, MAX_TIMESTAMP_MS};
+pub use retry::RetryPolicy;
 pub use traits::{NaturalKey, RandomId};
 pub use write::{
     ensure_indexes, Insert, Outcome, Upsert, WriteMode, HASH_FIELD, IDEMPOTENCY_FIELD,

@@ -11,6 +11,7 @@ use tracing::Instrument;
 use ulid::Ulid;
 
 use crate::error::{classify, is_duplicate_key, Error};
+use crate::retry::RetryPolicy;
 use crate::traits::{Indexes, NaturalKey, RandomId};
 
 /// Field holding the identity digest (hex SHA-256 of the non-timestamp key fields).
@@ -159,11 +160,29 @@ pub struct Upsert<'a, T: Send + Sync> {
     doc: &'a T,
     coll: &'a Collection<T>,
     mode: WriteMode,
+    retry: RetryPolicy,
 }
 
 impl<'a, T: NaturalKey + Send + Sync> Upsert<'a, T> {
     pub(crate) fn new(doc: &'a T, coll: &'a Collection<T>) -> Self {
-        Upsert { doc, coll, mode: WriteMode::Merge }
+        Upsert { doc, coll, mode: WriteMode::Merge, retry: RetryPolicy::none() }
+    }
+
+    /// Retries transient failures (network, timeouts, elections) under `policy`. Safe: a retry
+    /// after a lost acknowledgement finds its own write and reports
+    /// [`Outcome::Unchanged`]. Without this call, a transient error is returned at once.
+    ///
+    /// ```no_run
+    /// # use natural_key::prelude::*;
+    /// # #[derive(NaturalKey, Serialize, Deserialize)]
+    /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64 }
+    /// # async fn f(coll: natural_key::mongodb::Collection<Post>, post: Post) -> Result<(), natural_key::Error> {
+    /// post.upsert(&coll).retry(natural_key::RetryPolicy::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
     }
 
     /// Chooses [`WriteMode::Merge`] (default) or [`WriteMode::Replace`].
@@ -269,7 +288,7 @@ impl<'a, T: NaturalKey + Send + Sync> IntoFuture for Upsert<'a, T> {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
-            let Upsert { doc, coll, mode } = self;
+            let Upsert { doc, coll, mode, retry } = self;
             let span = tracing::info_span!(
                 "natural_key.upsert",
                 collection = %namespace(coll),
@@ -280,7 +299,10 @@ impl<'a, T: NaturalKey + Send + Sync> IntoFuture for Upsert<'a, T> {
                 let p = Prepared::of(doc)?;
                 tracing::Span::current().record("id", tracing::field::display(p.id));
                 let raw = coll.clone_with_type::<Document>();
-                let result = upsert_prepared(&raw, &p, mode, &|| doc.key_description()).await;
+                let describe = || doc.key_description();
+                let result = retry
+                    .run("upsert", || upsert_prepared(&raw, &p, mode, &describe))
+                    .await;
                 record_outcome(&result);
                 result
             }
@@ -308,11 +330,19 @@ fn record_outcome(result: &Result<Outcome, Error>) {
 pub struct Insert<'a, T: Send + Sync> {
     doc: &'a T,
     coll: &'a Collection<T>,
+    retry: RetryPolicy,
 }
 
 impl<'a, T: RandomId + Send + Sync> Insert<'a, T> {
     pub(crate) fn new(doc: &'a T, coll: &'a Collection<T>) -> Self {
-        Insert { doc, coll }
+        Insert { doc, coll, retry: RetryPolicy::none() }
+    }
+
+    /// Retries transient failures under `policy`. Safe: a retry whose first attempt landed
+    /// reports [`Outcome::AlreadyApplied`] instead of storing the event twice.
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
     }
 }
 
@@ -386,7 +416,7 @@ impl<'a, T: RandomId + Send + Sync> IntoFuture for Insert<'a, T> {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
-            let Insert { doc, coll } = self;
+            let Insert { doc, coll, retry } = self;
             let span = tracing::info_span!(
                 "natural_key.insert",
                 collection = %namespace(coll),
@@ -395,7 +425,8 @@ impl<'a, T: RandomId + Send + Sync> IntoFuture for Insert<'a, T> {
             );
             async move {
                 let p = PreparedEvent::of(doc)?;
-                let result = insert_prepared(&coll.clone_with_type::<Document>(), &p).await;
+                let raw = coll.clone_with_type::<Document>();
+                let result = retry.run("insert", || insert_prepared(&raw, &p)).await;
                 record_outcome(&result);
                 result
             }
