@@ -1,0 +1,219 @@
+// Package vectors decodes the shared golden-vector file tests/vectors/ids.json (written by
+// scripts/gen_vectors.py) and checks one vector against package naturalkey.
+package vectors
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"strings"
+
+	"github.com/oklog/ulid/v2"
+
+	naturalkey "github.com/natural-key/natural-key/interop/go"
+)
+
+// Format is the expected value of the file's "format" field.
+const Format = "natural-key id vectors v1"
+
+// Vector is one golden vector.
+type Vector struct {
+	Index       int // position in the file, 0-based
+	Name        string
+	Scheme      string // "default" or "joined"
+	Keys        []naturalkey.Key
+	TimestampMs uint64
+	Namespace   string // default scheme
+	Separator   string // joined scheme
+	Identity    string // 64 lowercase hex digits
+	ID          string // 26-character ULID
+}
+
+// Label names the vector in messages; names repeat across schemes, so it includes both.
+func (v Vector) Label() string {
+	return fmt.Sprintf("vector #%d %q (scheme %s)", v.Index, v.Name, v.Scheme)
+}
+
+type fileJSON struct {
+	Format  string       `json:"format"`
+	Vectors []vectorJSON `json:"vectors"`
+}
+
+type vectorJSON struct {
+	Name        string    `json:"name"`
+	Scheme      string    `json:"scheme"`
+	Keys        []keyJSON `json:"keys"`
+	TimestampMs *uint64   `json:"timestamp_ms"`
+	Namespace   *string   `json:"namespace"`
+	Separator   *string   `json:"separator"`
+	Identity    string    `json:"identity"`
+	ID          string    `json:"id"`
+}
+
+type keyJSON struct {
+	Type  string          `json:"type"`
+	Value json.RawMessage `json:"value"`
+}
+
+// Load reads and decodes the vector file. Unknown schemes or key types are errors, never
+// skipped.
+func Load(path string) ([]Vector, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f fileJSON
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if f.Format != Format {
+		return nil, fmt.Errorf("%s: format %q, want %q", path, f.Format, Format)
+	}
+	if len(f.Vectors) == 0 {
+		return nil, fmt.Errorf("%s: no vectors", path)
+	}
+	out := make([]Vector, 0, len(f.Vectors))
+	for i, vj := range f.Vectors {
+		v, err := decode(i, vj)
+		if err != nil {
+			return nil, fmt.Errorf("%s: vector #%d %q: %w", path, i, vj.Name, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func decode(i int, vj vectorJSON) (Vector, error) {
+	v := Vector{Index: i, Name: vj.Name, Scheme: vj.Scheme, Identity: vj.Identity, ID: vj.ID}
+	if vj.TimestampMs == nil {
+		return v, errors.New("missing timestamp_ms")
+	}
+	v.TimestampMs = *vj.TimestampMs
+	switch vj.Scheme {
+	case "default":
+		if vj.Namespace == nil {
+			return v, errors.New("default-scheme vector without namespace")
+		}
+		v.Namespace = *vj.Namespace
+	case "joined":
+		if vj.Separator == nil {
+			return v, errors.New("joined-scheme vector without separator")
+		}
+		v.Separator = *vj.Separator
+	default:
+		return v, fmt.Errorf("unknown scheme %q", vj.Scheme)
+	}
+	if len(vj.Identity) != 64 || len(vj.ID) != 26 {
+		return v, fmt.Errorf("malformed expected identity %q or id %q", vj.Identity, vj.ID)
+	}
+	for j, kj := range vj.Keys {
+		k, err := decodeKey(kj)
+		if err != nil {
+			return v, fmt.Errorf("key %d: %w", j, err)
+		}
+		v.Keys = append(v.Keys, k)
+	}
+	return v, nil
+}
+
+func decodeKey(kj keyJSON) (naturalkey.Key, error) {
+	str := func() (string, error) {
+		var s string
+		err := json.Unmarshal(kj.Value, &s)
+		return s, err
+	}
+	switch kj.Type {
+	case "none":
+		return naturalkey.None(), nil
+	case "str":
+		s, err := str()
+		return naturalkey.Str(s), err
+	case "int":
+		n, ok := new(big.Int).SetString(string(bytes.TrimSpace(kj.Value)), 10)
+		if !ok {
+			return naturalkey.Key{}, fmt.Errorf("int value %s is not a JSON integer", kj.Value)
+		}
+		return naturalkey.BigInt(n), nil
+	case "bool":
+		var b bool
+		err := json.Unmarshal(kj.Value, &b)
+		return naturalkey.Bool(b), err
+	case "bytes":
+		s, err := str()
+		if err != nil {
+			return naturalkey.Key{}, err
+		}
+		b, err := hex.DecodeString(s)
+		return naturalkey.Bytes(b), err
+	case "uuid":
+		s, err := str()
+		if err != nil {
+			return naturalkey.Key{}, err
+		}
+		var u [16]byte
+		if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+			return naturalkey.Key{}, fmt.Errorf("uuid %q is not in hyphenated form", s)
+		}
+		b, err := hex.DecodeString(strings.ReplaceAll(s, "-", ""))
+		if err != nil || len(b) != 16 {
+			return naturalkey.Key{}, fmt.Errorf("uuid %q: %v", s, err)
+		}
+		copy(u[:], b)
+		return naturalkey.UUID(u), nil
+	case "objectid":
+		s, err := str()
+		if err != nil {
+			return naturalkey.Key{}, err
+		}
+		b, err := hex.DecodeString(s)
+		if err != nil || len(b) != 12 {
+			return naturalkey.Key{}, fmt.Errorf("objectid %q: want 24 hex digits (%v)", s, err)
+		}
+		var o [12]byte
+		copy(o[:], b)
+		return naturalkey.ObjectID(o), nil
+	}
+	return naturalkey.Key{}, fmt.Errorf("unknown key type %q", kj.Type)
+}
+
+// Compute derives the vector's identity and id with package naturalkey.
+func (v Vector) Compute() (identity [32]byte, id ulid.ULID, err error) {
+	switch v.Scheme {
+	case "default":
+		if identity, err = naturalkey.Identity(v.Namespace, v.Keys); err != nil {
+			return
+		}
+		id, err = naturalkey.DefaultID(v.Namespace, v.Keys, v.TimestampMs)
+	case "joined":
+		if identity, err = naturalkey.JoinedIdentity(v.Separator, v.Keys); err != nil {
+			return
+		}
+		id, err = naturalkey.JoinedKeysID(v.Separator, v.Keys, v.TimestampMs)
+	default:
+		err = fmt.Errorf("unknown scheme %q", v.Scheme)
+	}
+	return
+}
+
+// Check computes the vector and returns one error per mismatch (nil when it matches).
+func (v Vector) Check() []error {
+	identity, id, err := v.Compute()
+	if err != nil {
+		return []error{fmt.Errorf("%s: %w", v.Label(), err)}
+	}
+	var errs []error
+	if got := hex.EncodeToString(identity[:]); got != v.Identity {
+		errs = append(errs, fmt.Errorf("%s: identity = %s, want %s", v.Label(), got, v.Identity))
+	}
+	if got := id.String(); got != v.ID {
+		errs = append(errs, fmt.Errorf("%s: id = %s, want %s", v.Label(), got, v.ID))
+	}
+	if id.Time() != v.TimestampMs {
+		errs = append(errs, fmt.Errorf("%s: id timestamp = %d, want %d", v.Label(), id.Time(), v.TimestampMs))
+	}
+	return errs
+}
