@@ -12,6 +12,8 @@ use natural_key::mongodb::event::EventHandler;
 use natural_key::mongodb::options::ClientOptions;
 use natural_key::mongodb::{Client, Database};
 
+pub mod proxy;
+
 /// `MONGODB_URI`, or — when unset — the URI of the FerretDB that `scripts/db up` starts (it is
 /// built once and reused), so `cargo test` alone works on a fresh machine.
 pub fn uri() -> String {

@@ -1,0 +1,503 @@
+//! A fault-injecting TCP proxy that speaks just enough of the MongoDB wire protocol to tell one
+//! command from another, for tests of what happens when a write's acknowledgement is lost.
+//!
+//! ```ignore
+//! let proxy = Proxy::start(proxy::upstream_addr(&support::uri()), Faults::none(), 7).await;
+//! let client = support::client_for(&proxy.uri(), &support::Commands::default()).await;
+//! proxy.set_faults(Faults { drop_reply_after_apply: 0.3, ..Faults::none() });
+//! // ... writes through `client` ...
+//! proxy.set_faults(Faults::none());
+//! assert_eq!(proxy.stats().count("update"), 0);
+//! ```
+//!
+//! Every accepted client connection gets a fresh upstream connection. Two pumps run per
+//! connection: client→upstream reads whole messages, names the command (the first key of the
+//! OP_MSG kind-0 body; the first key of the query of a legacy OP_QUERY) and — for write commands
+//! only (`insert`, `update`, `delete`, `findAndModify`) — draws the fault decision from one
+//! seeded PRNG shared by all connections, so the sequence of decisions, in the order write
+//! commands arrive at the proxy, depends on the seed alone. Upstream→client reads whole replies
+//! and finds the decision of their request through `responseTo`. Reads, handshakes and
+//! monitoring are never faulted.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::{Arc, Mutex};
+
+use natural_key::bson::RawDocument;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::{JoinHandle, JoinSet};
+
+const OP_REPLY: i32 = 1;
+const OP_QUERY: i32 = 2004;
+const OP_COMPRESSED: i32 = 2012;
+const OP_MSG: i32 = 2013;
+const CHECKSUM_PRESENT: u32 = 1;
+const MORE_TO_COME: u32 = 1 << 1;
+/// The server's maxMessageSizeBytes (48 MB) with room to spare; anything larger is garbage.
+const MAX_MESSAGE: usize = 64 * 1024 * 1024;
+
+/// The write commands faults apply to.
+pub const WRITE_COMMANDS: [&str; 4] = ["insert", "update", "delete", "findAndModify"];
+
+fn is_write(name: &str) -> bool {
+    WRITE_COMMANDS.contains(&name) || name == "findandmodify"
+}
+
+/// Probabilities (each in `0.0..=1.0`, their sum at most 1) of the faults injected on a write
+/// command. One uniform number is drawn per write command, whatever the probabilities.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Faults {
+    /// Forward the write, wait for its reply, discard it and close both sides: the write is
+    /// applied but its acknowledgement is lost.
+    pub drop_reply_after_apply: f64,
+    /// Do not forward the write and close the connection: the server never sees it.
+    pub drop_request: f64,
+    /// Forward the write, pass on the first half of its reply and reset the client connection.
+    pub reset_mid_reply: f64,
+}
+
+impl Faults {
+    pub fn none() -> Faults {
+        Faults::default()
+    }
+
+    fn validate(&self) {
+        for (name, p) in [
+            ("drop_reply_after_apply", self.drop_reply_after_apply),
+            ("drop_request", self.drop_request),
+            ("reset_mid_reply", self.reset_mid_reply),
+        ] {
+            assert!((0.0..=1.0).contains(&p), "Faults::{name} = {p} is not a probability");
+        }
+        let sum = self.drop_reply_after_apply + self.drop_request + self.reset_mid_reply;
+        assert!(sum <= 1.0 + 1e-9, "the fault probabilities sum to {sum} > 1");
+    }
+
+    /// The decision for a uniform draw `u` in `[0, 1)`.
+    fn decide(&self, u: f64) -> Fault {
+        let mut edge = self.drop_request;
+        if u < edge {
+            return Fault::DropRequest;
+        }
+        edge += self.drop_reply_after_apply;
+        if u < edge {
+            return Fault::DropReplyAfterApply;
+        }
+        edge += self.reset_mid_reply;
+        if u < edge {
+            return Fault::ResetMidReply;
+        }
+        Fault::None
+    }
+}
+
+/// What the proxy did with one write command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// Forwarded, and its reply passed on.
+    None,
+    DropReplyAfterApply,
+    DropRequest,
+    ResetMidReply,
+}
+
+/// A snapshot of the proxy's counters.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Stats {
+    /// Requests received from clients, by command name (`insert`, `find`, `hello`, ...; `op_query`
+    /// / `op_compressed` / `op_<code>` when a message carries no readable command name).
+    pub commands: HashMap<String, u64>,
+    /// Write commands forwarded to the server (including those whose reply was then dropped or
+    /// cut).
+    pub writes_forwarded: u64,
+    pub replies_dropped: u64,
+    pub requests_dropped: u64,
+    pub resets: u64,
+    /// Client connections accepted.
+    pub connections: u64,
+    /// The decision for each write command, in the order they arrived at the proxy.
+    pub decisions: Vec<(String, Fault)>,
+}
+
+impl Stats {
+    /// Requests named `name` seen from clients.
+    pub fn count(&self, name: &str) -> u64 {
+        self.commands.get(name).copied().unwrap_or(0)
+    }
+    /// Write commands seen from clients (faulted or not).
+    pub fn writes(&self) -> u64 {
+        WRITE_COMMANDS.iter().map(|n| self.count(n)).sum::<u64>() + self.count("findandmodify")
+    }
+    /// Faults injected, of any kind.
+    pub fn faults(&self) -> u64 {
+        self.replies_dropped + self.requests_dropped + self.resets
+    }
+}
+
+struct Shared {
+    upstream: SocketAddr,
+    faults: Mutex<Faults>,
+    /// splitmix64 state.
+    rng: Mutex<u64>,
+    stats: Mutex<Stats>,
+}
+
+impl Shared {
+    /// Counts a request and, for a write command, draws its fault. The draw and the recording of
+    /// the decision happen under one lock, so `decisions` is in draw order.
+    fn on_request(&self, name: &str) -> Fault {
+        let mut stats = self.stats.lock().unwrap();
+        *stats.commands.entry(name.to_string()).or_default() += 1;
+        if !is_write(name) {
+            return Fault::None;
+        }
+        let u = {
+            let mut state = self.rng.lock().unwrap();
+            unit(splitmix64(&mut state))
+        };
+        let fault = self.faults.lock().unwrap().decide(u);
+        stats.decisions.push((name.to_string(), fault));
+        match fault {
+            Fault::DropRequest => stats.requests_dropped += 1,
+            _ => stats.writes_forwarded += 1,
+        }
+        fault
+    }
+
+    fn bump(&self, f: impl FnOnce(&mut Stats)) {
+        f(&mut self.stats.lock().unwrap())
+    }
+}
+
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A uniform number in `[0, 1)` from 53 random bits.
+fn unit(x: u64) -> f64 {
+    (x >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// A running proxy on 127.0.0.1. Dropping it stops it (and cuts every connection through it).
+pub struct Proxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Binds 127.0.0.1:0 and forwards every accepted connection to `upstream`.
+    pub async fn start(upstream: SocketAddr, faults: Faults, seed: u64) -> Proxy {
+        faults.validate();
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind the proxy");
+        let addr = listener.local_addr().unwrap();
+        let shared = Arc::new(Shared {
+            upstream,
+            faults: Mutex::new(faults),
+            rng: Mutex::new(seed),
+            stats: Mutex::new(Stats::default()),
+        });
+        let accept = tokio::spawn(accept_loop(listener, shared.clone()));
+        Proxy { addr, shared, accept }
+    }
+
+    /// The proxy's own address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `mongodb://127.0.0.1:PORT/?retryWrites=false&directConnection=true`.
+    pub fn uri(&self) -> String {
+        format!("mongodb://{}/?retryWrites=false&directConnection=true", self.addr)
+    }
+
+    /// Changes the faults for write commands arriving from now on (the PRNG stream goes on).
+    pub fn set_faults(&self, faults: Faults) {
+        faults.validate();
+        *self.shared.faults.lock().unwrap() = faults;
+    }
+
+    pub fn faults(&self) -> Faults {
+        *self.shared.faults.lock().unwrap()
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.shared.stats.lock().unwrap().clone()
+    }
+
+    /// Zeroes the counters (not the PRNG).
+    pub fn reset_stats(&self) {
+        *self.shared.stats.lock().unwrap() = Stats::default();
+    }
+
+    /// Stops accepting and aborts every connection. Also done on drop.
+    pub fn shutdown(&self) {
+        self.accept.abort();
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The address of the first host of a `mongodb://` URI (credentials, path and options ignored;
+/// port 27017 when absent), resolved, preferring IPv4.
+pub fn upstream_addr(uri: &str) -> SocketAddr {
+    let rest = uri
+        .strip_prefix("mongodb://")
+        .unwrap_or_else(|| panic!("not a mongodb:// URI (mongodb+srv is not supported): {uri}"));
+    let hosts = rest.split(['/', '?']).next().unwrap();
+    let hosts = hosts.rsplit_once('@').map_or(hosts, |(_, h)| h);
+    let host = hosts.split(',').next().unwrap();
+    let with_port = if host.starts_with('[') {
+        if host.contains("]:") { host.to_string() } else { format!("{host}:27017") }
+    } else if host.contains(':') {
+        host.to_string()
+    } else {
+        format!("{host}:27017")
+    };
+    let addrs: Vec<SocketAddr> = with_port
+        .to_socket_addrs()
+        .unwrap_or_else(|e| panic!("resolve {with_port}: {e}"))
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .unwrap_or_else(|| panic!("{with_port} resolves to no address"))
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    // Owned here: aborting this task drops the set, which aborts every connection task.
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((client, _)) = accepted else { continue };
+                shared.bump(|s| s.connections += 1);
+                conns.spawn(serve(client, shared.clone()));
+            }
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+/// How a pump ended.
+enum End {
+    /// A side closed or failed: close the other.
+    Closed,
+    /// A fault: close both sides.
+    Fault,
+    /// A fault: reset the client connection.
+    Reset,
+}
+
+type Pending = Mutex<HashMap<i32, (String, Fault)>>;
+
+async fn serve(client: TcpStream, shared: Arc<Shared>) {
+    let Ok(upstream) = TcpStream::connect(shared.upstream).await else { return };
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
+    let (mut client_r, mut client_w) = client.into_split();
+    let (mut up_r, mut up_w) = upstream.into_split();
+    let pending: Pending = Mutex::new(HashMap::new());
+    let end = tokio::select! {
+        end = client_to_upstream(&mut client_r, &mut up_w, &pending, &shared) => end,
+        end = upstream_to_client(&mut up_r, &mut client_w, &pending, &shared) => end,
+    };
+    match end {
+        End::Closed => {}
+        End::Fault => {
+            let _ = client_w.shutdown().await;
+        }
+        End::Reset => {
+            // SO_LINGER 0: closing sends an RST rather than a FIN. `forget` keeps the write half
+            // from shutting down (a FIN) on drop; the socket closes with the read half.
+            let _ = client_w.as_ref().set_zero_linger();
+            client_w.forget();
+            drop(client_r);
+        }
+    }
+    // The remaining halves drop here, closing both sockets.
+}
+
+async fn client_to_upstream(
+    from: &mut OwnedReadHalf,
+    to: &mut OwnedWriteHalf,
+    pending: &Pending,
+    shared: &Shared,
+) -> End {
+    loop {
+        let Ok(msg) = read_message(from).await else { return End::Closed };
+        let header = Header::of(&msg);
+        let name = command_name(&msg);
+        let fault = shared.on_request(&name);
+        if fault == Fault::DropRequest {
+            return End::Fault;
+        }
+        let fire_and_forget = header.op_code == OP_MSG && flags(&msg) & MORE_TO_COME != 0;
+        if !fire_and_forget {
+            pending.lock().unwrap().insert(header.request_id, (name, fault));
+        }
+        if to.write_all(&msg).await.is_err() {
+            return End::Closed;
+        }
+        if fire_and_forget && fault != Fault::None {
+            // An unacknowledged write has no reply to drop or cut: the closest is to close now.
+            shared.bump(|s| match fault {
+                Fault::ResetMidReply => s.resets += 1,
+                _ => s.replies_dropped += 1,
+            });
+            return if fault == Fault::ResetMidReply { End::Reset } else { End::Fault };
+        }
+    }
+}
+
+async fn upstream_to_client(
+    from: &mut OwnedReadHalf,
+    to: &mut OwnedWriteHalf,
+    pending: &Pending,
+    shared: &Shared,
+) -> End {
+    loop {
+        let Ok(msg) = read_message(from).await else { return End::Closed };
+        let header = Header::of(&msg);
+        let more = header.op_code == OP_MSG && flags(&msg) & MORE_TO_COME != 0;
+        let fault = {
+            let mut pending = pending.lock().unwrap();
+            // A streamed (exhaust) reply answers the previous reply, so it is not found: passed on.
+            let entry = if more {
+                pending.get(&header.response_to).cloned()
+            } else {
+                pending.remove(&header.response_to)
+            };
+            entry.map_or(Fault::None, |(_, fault)| fault)
+        };
+        match fault {
+            Fault::DropReplyAfterApply => {
+                shared.bump(|s| s.replies_dropped += 1);
+                return End::Fault;
+            }
+            Fault::ResetMidReply => {
+                shared.bump(|s| s.resets += 1);
+                let _ = to.write_all(&msg[..msg.len() / 2]).await;
+                let _ = to.flush().await;
+                // Let the partial reply reach the client before the reset.
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                return End::Reset;
+            }
+            Fault::None | Fault::DropRequest => {
+                if to.write_all(&msg).await.is_err() {
+                    return End::Closed;
+                }
+            }
+        }
+    }
+}
+
+struct Header {
+    request_id: i32,
+    response_to: i32,
+    op_code: i32,
+}
+
+impl Header {
+    fn of(msg: &[u8]) -> Header {
+        Header { request_id: i32_at(msg, 4), response_to: i32_at(msg, 8), op_code: i32_at(msg, 12) }
+    }
+}
+
+fn i32_at(b: &[u8], at: usize) -> i32 {
+    i32_get(b, at).expect("a message is at least a header long")
+}
+
+fn i32_get(b: &[u8], at: usize) -> Option<i32> {
+    Some(i32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
+}
+
+/// OP_MSG flagBits (0 when the message is too short to have them).
+fn flags(msg: &[u8]) -> u32 {
+    if msg.len() < 20 {
+        return 0;
+    }
+    i32_at(msg, 16) as u32
+}
+
+/// Reads one whole message (header included).
+async fn read_message(r: &mut OwnedReadHalf) -> io::Result<Vec<u8>> {
+    let mut header = [0u8; 16];
+    r.read_exact(&mut header).await?;
+    let len = i32::from_le_bytes(header[..4].try_into().unwrap());
+    if len < 16 || len as usize > MAX_MESSAGE {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("message length {len}")));
+    }
+    let mut msg = vec![0u8; len as usize];
+    msg[..16].copy_from_slice(&header);
+    r.read_exact(&mut msg[16..]).await?;
+    Ok(msg)
+}
+
+/// The command a request carries: the first key of its body, or a stand-in.
+fn command_name(msg: &[u8]) -> String {
+    let op_code = i32_at(msg, 12);
+    let name = match op_code {
+        OP_MSG => op_msg_body(msg).and_then(first_key),
+        OP_QUERY => op_query_doc(msg).and_then(first_key),
+        OP_COMPRESSED => return "op_compressed".into(),
+        _ => None,
+    };
+    name.unwrap_or_else(|| match op_code {
+        OP_MSG => "op_msg".into(),
+        OP_QUERY => "op_query".into(),
+        OP_REPLY => "op_reply".into(),
+        other => format!("op_{other}"),
+    })
+}
+
+/// The kind-0 (body) section of an OP_MSG.
+fn op_msg_body(msg: &[u8]) -> Option<&RawDocument> {
+    let flags = flags(msg);
+    let end = if flags & CHECKSUM_PRESENT != 0 { msg.len().checked_sub(4)? } else { msg.len() };
+    let mut at = 20;
+    while at < end {
+        let kind = msg[at];
+        at += 1;
+        let size = usize::try_from(i32_get(&msg[..end], at)?).ok()?;
+        let section = msg[..end].get(at..at.checked_add(size)?)?;
+        if kind == 0 {
+            return RawDocument::from_bytes(section).ok();
+        }
+        at += size; // kind 1: the size covers itself, the identifier and the documents
+    }
+    None
+}
+
+/// The query document of an OP_QUERY.
+fn op_query_doc(msg: &[u8]) -> Option<&RawDocument> {
+    // flags i32, fullCollectionName cstring, numberToSkip i32, numberToReturn i32, query.
+    let name_len = msg.get(20..)?.iter().position(|&b| b == 0)?;
+    let at = 20 + name_len + 1 + 8;
+    let size = usize::try_from(i32_get(msg, at)?).ok()?;
+    RawDocument::from_bytes(msg.get(at..at.checked_add(size)?)?).ok()
+}
+
+fn first_key(doc: &RawDocument) -> Option<String> {
+    let (key, value) = doc.iter().next()?.ok()?;
+    // A legacy wrapped query ({$query: {isMaster: 1}, ...}) is named by its inner document.
+    if key == "$query" {
+        if let Some(inner) = value.as_document() {
+            return first_key(inner);
+        }
+    }
+    Some(key.to_string())
+}
