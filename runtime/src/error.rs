@@ -117,6 +117,20 @@ pub enum Error {
         attempts: u32,
     },
 
+    /// The server refused one document of a batch write for a reason other than a duplicate
+    /// key (e.g. a value the engine cannot store).
+    #[error("the server refused document {id} in `{collection}` (code {code}): {message}")]
+    WriteFailed {
+        /// `database.collection`.
+        collection: String,
+        /// The document's id.
+        id: Ulid,
+        /// The server's error code.
+        code: i32,
+        /// The server's message.
+        message: String,
+    },
+
     /// A stored document has a shape natural-key does not expect (e.g. a non-string `_id`).
     #[error("unexpected stored document in `{collection}`: {message}")]
     UnexpectedDocument {

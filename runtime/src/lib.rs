@@ -4,6 +4,7 @@
 //! parser and everything that defines behaviour lives here, once.
 #![warn(missing_docs)]
 
+mod batch;
 mod content;
 mod error;
 mod key;
@@ -11,6 +12,10 @@ mod retry;
 mod traits;
 mod write;
 
+pub use batch::{
+    insert_many, insert_stream, upsert_many, upsert_stream, BatchReport, InsertMany, InsertStream,
+    UpsertMany, UpsertStream, DEFAULT_BATCH_SIZE,
+};
 pub use content::{canonical_hash, ContentHash, ParseContentHashError};
 pub use error::{classify, Error, KeyError};
 pub use key::{compute_id, compute_identity, KeyPart, KeyTimestamp, KeyValue, Scheme, MAX_TIMESTAMP_MS};
@@ -18,7 +23,7 @@ pub use retry::RetryPolicy;
 pub use traits::{NaturalKey, RandomId};
 pub use write::{
     ensure_indexes, Insert, Outcome, Upsert, WriteMode, HASH_FIELD, IDEMPOTENCY_FIELD,
-    IDENTITY_FIELD,
+    IDENTITY_FIELD, WRITE_FIELD,
 };
 
 pub use bson;

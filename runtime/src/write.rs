@@ -18,6 +18,9 @@ use crate::traits::{Indexes, NaturalKey, RandomId};
 pub const IDENTITY_FIELD: &str = "_nk_identity";
 /// Field holding the content hash (hex).
 pub const HASH_FIELD: &str = "_nk_hash";
+/// Field holding the token of the batch write command that last wrote the document; lets a
+/// batch tell its own writes from a concurrent writer's after an engine error.
+pub const WRITE_FIELD: &str = "_nk_write";
 /// Field holding a RandomId type's idempotency key.
 pub const IDEMPOTENCY_FIELD: &str = "_nk_idempotency";
 
@@ -258,11 +261,13 @@ pub(crate) async fn upsert_prepared(
                 // Someone changed it between our read and write: read again and decide again.
             }
             None => {
-                // Matches only a document with our `_id` that carries no identity (written by
-                // other code, e.g. a Go service using the same id recipe): adopt it. A document
-                // with our `_id` *and* an identity makes the upsert's insert fail on `_id`, and
-                // another identity's fork fails on the unique identity index; both re-read.
-                let filter = doc! { "_id": &p.id_text, IDENTITY_FIELD: { "$exists": false } };
+                // Filter by `_id` alone: the one filter every engine answers from its primary
+                // index (FerretDB 1.x scans the collection for any other). If a document with
+                // our `_id` appeared since the read, overwriting it is what a read after it
+                // would have decided too (Updated); one written by other code without identity
+                // is adopted. A fork — same identity, other `_id` — is refused by the unique
+                // identity index; the next read then reports it.
+                let filter = doc! { "_id": &p.id_text };
                 let result = match mode {
                     WriteMode::Merge => {
                         raw.update_one(filter, doc! { "$set": &p.body }).upsert(true).await

@@ -1,0 +1,692 @@
+//! Batch writes in a constant number of round trips per batch, and their streaming variants.
+
+use std::borrow::Borrow;
+use std::collections::{HashMap, HashSet};
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+
+use bson::{doc, Bson, Document};
+use futures_util::{Stream, StreamExt, TryStreamExt};
+use mongodb::{Collection, Database};
+use tracing::Instrument;
+use ulid::Ulid;
+
+use crate::error::{classify, is_duplicate_key, Error, DUPLICATE_KEY};
+use crate::retry::RetryPolicy;
+use crate::traits::{NaturalKey, RandomId};
+use crate::write::{
+    Outcome, Prepared, PreparedEvent, WriteMode, HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD,
+    WRITE_FIELD,
+};
+
+/// Default number of documents per batch (one read and at most one write command each).
+pub const DEFAULT_BATCH_SIZE: usize = 500;
+
+/// How many read-decide-write rounds a batch tries for documents that lost a race.
+const MAX_ROUNDS: u32 = 8;
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a batch write did, counted per document. `failures` holds each document that could
+/// not be written, by its index in the input, with the reason; the others were written (or
+/// left alone) as counted.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct BatchReport {
+    /// New documents stored.
+    pub inserted: u64,
+    /// Stored documents whose content changed.
+    pub updated: u64,
+    /// Documents whose stored content hash already matched: no write sent for them.
+    pub unchanged: u64,
+    /// (RandomId) events already stored — retries whose first attempt landed.
+    pub already_applied: u64,
+    /// Documents not written: index in the input, and why.
+    pub failures: Vec<(usize, Error)>,
+    /// Batches processed so far.
+    pub batches: u64,
+}
+
+impl BatchReport {
+    /// Documents processed so far (successes and failures).
+    pub fn processed(&self) -> u64 {
+        self.inserted + self.updated + self.unchanged + self.already_applied + self.failures.len() as u64
+    }
+
+    fn count(&mut self, o: Outcome) {
+        match o {
+            Outcome::Inserted(_) => self.inserted += 1,
+            Outcome::Updated(_) => self.updated += 1,
+            Outcome::Unchanged(_) => self.unchanged += 1,
+            Outcome::AlreadyApplied(_) => self.already_applied += 1,
+        }
+    }
+}
+
+/// Progress callback: called with the running report after each batch.
+type Progress<'a> = Box<dyn FnMut(&BatchReport) + Send + 'a>;
+
+/// Options shared by the batch builders.
+struct Options<'a> {
+    batch_size: usize,
+    mode: WriteMode,
+    retry: RetryPolicy,
+    progress: Option<Progress<'a>>,
+}
+
+impl Default for Options<'_> {
+    fn default() -> Self {
+        Options { batch_size: DEFAULT_BATCH_SIZE, mode: WriteMode::Merge, retry: RetryPolicy::none(), progress: None }
+    }
+}
+
+macro_rules! builder_options {
+    () => {
+        /// Documents per batch (default 500, at least 1). Each batch costs one read and at
+        /// most one write command; memory holds one batch at a time.
+        pub fn batch_size(mut self, n: usize) -> Self {
+            self.opts.batch_size = n.max(1);
+            self
+        }
+
+        /// Retries a batch that hit a transient error under `policy`. Safe: the retried
+        /// batch re-reads what is stored and writes only what is still missing.
+        pub fn retry(mut self, policy: RetryPolicy) -> Self {
+            self.opts.retry = policy;
+            self
+        }
+
+        /// Called with the running report after each batch (e.g. to drive a progress bar).
+        pub fn on_progress(mut self, f: impl FnMut(&BatchReport) + Send + 'a) -> Self {
+            self.opts.progress = Some(Box::new(f));
+            self
+        }
+    };
+}
+
+/// The guarded upsert of many [`NaturalKey`] documents, a batch at a time: per batch one read
+/// of the batch's identities and one write command carrying only the changed documents, with
+/// every guarantee of the single upsert (identity guard, skip unchanged, unique identity,
+/// optimistic concurrency). A bad document is reported at its index and does not stop the rest.
+///
+/// `docs` is any `IntoIterator` of documents or references to them.
+///
+/// ```no_run
+/// # use natural_key::prelude::*;
+/// # #[derive(NaturalKey, Serialize, Deserialize)]
+/// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64 }
+/// # async fn f(coll: natural_key::mongodb::Collection<Post>, posts: Vec<Post>) -> Result<(), natural_key::Error> {
+/// let report = natural_key::upsert_many(&coll, &posts).batch_size(1000).await?;
+/// println!("{} new, {} edited, {} unchanged", report.inserted, report.updated, report.unchanged);
+/// for (index, error) in &report.failures {
+///     eprintln!("post #{index}: {error}");
+/// }
+/// # Ok(()) }
+/// ```
+pub fn upsert_many<'a, T, I>(coll: &'a Collection<T>, docs: I) -> UpsertMany<'a, T, I::IntoIter>
+where
+    T: NaturalKey + Send + Sync,
+    I: IntoIterator,
+    I::Item: Borrow<T>,
+{
+    UpsertMany { coll, docs: docs.into_iter(), opts: Options::default() }
+}
+
+/// Builder returned by [`upsert_many`]; `.await` it.
+#[must_use = "a batch write does nothing until awaited"]
+pub struct UpsertMany<'a, T: Send + Sync, I> {
+    coll: &'a Collection<T>,
+    docs: I,
+    opts: Options<'a>,
+}
+
+impl<'a, T: NaturalKey + Send + Sync, I> UpsertMany<'a, T, I> {
+    builder_options!();
+
+    /// [`WriteMode::Merge`] (default) or [`WriteMode::Replace`].
+    pub fn mode(mut self, mode: WriteMode) -> Self {
+        self.opts.mode = mode;
+        self
+    }
+}
+
+impl<'a, T, I> IntoFuture for UpsertMany<'a, T, I>
+where
+    T: NaturalKey + Send + Sync,
+    I: Iterator + Send + 'a,
+    I::Item: Borrow<T> + Send + Sync,
+{
+    type Output = Result<BatchReport, Error>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let stream = futures_util::stream::iter(self.docs);
+        Box::pin(run_upserts(self.coll, stream, self.opts))
+    }
+}
+
+/// [`upsert_many`] over a `Stream`: memory holds at most one batch, so a million-document
+/// ingest runs in constant memory. Progress is reported through `.on_progress`.
+pub fn upsert_stream<'a, T, S>(coll: &'a Collection<T>, docs: S) -> UpsertStream<'a, T, S>
+where
+    T: NaturalKey + Send + Sync,
+    S: Stream + Send + 'a,
+    S::Item: Borrow<T> + Send + Sync,
+{
+    UpsertStream { coll, docs, opts: Options::default() }
+}
+
+/// Builder returned by [`upsert_stream`]; `.await` it.
+#[must_use = "a batch write does nothing until awaited"]
+pub struct UpsertStream<'a, T: Send + Sync, S> {
+    coll: &'a Collection<T>,
+    docs: S,
+    opts: Options<'a>,
+}
+
+impl<'a, T: NaturalKey + Send + Sync, S> UpsertStream<'a, T, S> {
+    builder_options!();
+
+    /// [`WriteMode::Merge`] (default) or [`WriteMode::Replace`].
+    pub fn mode(mut self, mode: WriteMode) -> Self {
+        self.opts.mode = mode;
+        self
+    }
+}
+
+impl<'a, T, S> IntoFuture for UpsertStream<'a, T, S>
+where
+    T: NaturalKey + Send + Sync,
+    S: Stream + Send + 'a,
+    S::Item: Borrow<T> + Send + Sync,
+{
+    type Output = Result<BatchReport, Error>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(run_upserts(self.coll, self.docs, self.opts))
+    }
+}
+
+/// One document of a batch: its input index, what to write, and the document itself (kept
+/// for the key description of an error, which is only built when needed).
+struct Item<D> {
+    index: usize,
+    prepared: Prepared,
+    doc: D,
+}
+
+async fn run_upserts<'a, T, S>(coll: &'a Collection<T>, docs: S, mut opts: Options<'a>) -> Result<BatchReport, Error>
+where
+    T: NaturalKey + Send + Sync,
+    S: Stream + Send + 'a,
+    S::Item: Borrow<T> + Send + Sync,
+{
+    let raw = coll.clone_with_type::<Document>();
+    let db = raw_database(coll);
+    let span = tracing::info_span!("natural_key.upsert_many", collection = %raw.namespace());
+    async move {
+        let mut report = BatchReport::default();
+        let mut batch: Vec<Item<S::Item>> = Vec::with_capacity(opts.batch_size);
+        let mut identities: HashSet<String> = HashSet::with_capacity(opts.batch_size);
+        let mut docs = std::pin::pin!(docs.enumerate());
+        while let Some((index, doc)) = docs.next().await {
+            match Prepared::of::<T>(doc.borrow()) {
+                Err(e) => report.failures.push((index, e)),
+                Ok(prepared) => {
+                    // A batch holds each identity once, so the batch means the same as writing
+                    // its documents one after another.
+                    if identities.contains(&prepared.identity) {
+                        flush(&raw, &db, &mut batch, &mut identities, &mut report, &mut opts).await?;
+                    }
+                    identities.insert(prepared.identity.clone());
+                    batch.push(Item { index, prepared, doc });
+                    if batch.len() >= opts.batch_size {
+                        flush(&raw, &db, &mut batch, &mut identities, &mut report, &mut opts).await?;
+                    }
+                }
+            }
+        }
+        flush(&raw, &db, &mut batch, &mut identities, &mut report, &mut opts).await?;
+        Ok(report)
+    }
+    .instrument(span)
+    .await
+}
+
+fn raw_database<T: Send + Sync>(coll: &Collection<T>) -> Database {
+    coll.client().database(&coll.namespace().db)
+}
+
+async fn flush<T: NaturalKey, D: Borrow<T>>(
+    raw: &Collection<Document>,
+    db: &Database,
+    batch: &mut Vec<Item<D>>,
+    identities: &mut HashSet<String>,
+    report: &mut BatchReport,
+    opts: &mut Options<'_>,
+) -> Result<(), Error> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let items = std::mem::take(batch);
+    identities.clear();
+    let results = opts.retry.run("upsert_many", || upsert_batch(raw, db, &items, opts.mode)).await?;
+    for (item, result) in items.iter().zip(results) {
+        match result {
+            Ok(o) => report.count(o),
+            Err(e) => report.failures.push((item.index, e)),
+        }
+    }
+    report.batches += 1;
+    if let Some(progress) = opts.progress.as_mut() {
+        progress(report);
+    }
+    Ok(())
+}
+
+/// Decides and writes one batch; returns one result per item. `Err` only for failures of the
+/// whole batch (network, ...), which the caller may retry: the batch is idempotent.
+///
+/// Engines differ in what a multi-statement `update` reply says: MongoDB reports each failed
+/// statement by index and carries on; FerretDB 1.x stops at the first failure with a command
+/// error, and numbers `upserted` entries by their order rather than their statement. So every
+/// statement also stamps the document with the command's write token (`_nk_write`): after a
+/// failed command, the next read tells "we applied it" from "another writer did" exactly.
+async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
+    raw: &Collection<Document>,
+    db: &Database,
+    items: &[Item<D>],
+    mode: WriteMode,
+) -> Result<Vec<Result<Outcome, Error>>, Error> {
+    let namespace = || raw.namespace().to_string();
+    let mut results: Vec<Option<Result<Outcome, Error>>> = (0..items.len()).map(|_| None).collect();
+    // For an item whose statement's fate is unknown: the token it was written with, and
+    // whether it was an insert.
+    let mut uncertain: Vec<Option<(String, bool)>> = vec![None; items.len()];
+    let mut pending: Vec<usize> = (0..items.len()).collect();
+    let mut one_by_one = false;
+    for _ in 0..MAX_ROUNDS {
+        if pending.is_empty() {
+            break;
+        }
+        // Round trip 1: the stored `_id`, hash and write token of every pending identity.
+        let wanted: Vec<&str> = pending.iter().map(|&i| items[i].prepared.identity.as_str()).collect();
+        let stored: HashMap<String, Document> = raw
+            .find(doc! { IDENTITY_FIELD: { "$in": &wanted } })
+            .projection(doc! { "_id": 1, HASH_FIELD: 1, IDENTITY_FIELD: 1, WRITE_FIELD: 1 })
+            .batch_size(wanted.len() as u32 + 1)
+            .await
+            .map_err(classify)?
+            .map_ok(|d| (d.get_str(IDENTITY_FIELD).unwrap_or_default().to_string(), d))
+            .try_collect()
+            .await
+            .map_err(classify)?;
+
+        // Decide, and collect the statements of the one write command.
+        let token = Ulid::new().to_string();
+        let mut statements: Vec<Document> = Vec::new();
+        let mut statement_item: Vec<(usize, bool)> = Vec::new();
+        for &i in &pending {
+            let p = &items[i].prepared;
+            let found = stored.get(&p.identity);
+            let hash = found.and_then(|d| d.get(HASH_FIELD)).cloned().unwrap_or(Bson::Null);
+            if let Some(d) = found {
+                let id = d.get("_id").cloned().unwrap_or(Bson::Null);
+                if id != Bson::String(p.id_text.clone()) {
+                    results[i] = Some(Err(Error::ImmutableKeyChanged {
+                        collection: namespace(),
+                        stored_id: match id {
+                            Bson::String(s) => s,
+                            other => other.to_string(),
+                        },
+                        derived_id: p.id,
+                        key: items[i].doc.borrow().key_description(),
+                    }));
+                    continue;
+                }
+                if hash == Bson::String(p.hash.clone()) {
+                    let ours = match (&uncertain[i], d.get_str(WRITE_FIELD)) {
+                        (Some((t, inserted)), Ok(stored_token)) if t == stored_token => Some(*inserted),
+                        _ => None,
+                    };
+                    results[i] = Some(Ok(match ours {
+                        Some(true) => Outcome::Inserted(p.id),
+                        Some(false) => Outcome::Updated(p.id),
+                        None => Outcome::Unchanged(p.id),
+                    }));
+                    continue;
+                }
+            }
+            // Update: applies only if the stored hash is still the one just read; otherwise the
+            // upsert's insert collides on `_id` (duplicate key): the signal to decide again.
+            // Insert: by `_id` alone (see `write::upsert_prepared`).
+            let insert = found.is_none();
+            let filter = if insert {
+                doc! { "_id": &p.id_text }
+            } else {
+                doc! { "_id": &p.id_text, HASH_FIELD: hash }
+            };
+            let mut body = p.body.clone();
+            body.insert(WRITE_FIELD, token.clone());
+            let update = match mode {
+                WriteMode::Merge => doc! { "$set": body },
+                WriteMode::Replace => body,
+            };
+            statements.push(doc! { "q": filter, "u": update, "upsert": true, "multi": false });
+            statement_item.push((i, insert));
+        }
+        if statements.is_empty() {
+            break;
+        }
+
+        // Round trip 2: one `update` command with every changed document (one per statement
+        // once an engine refused a statement without telling which: see `one_by_one`).
+        let mut next = Vec::new();
+        let chunks: Vec<std::ops::Range<usize>> = if one_by_one {
+            (0..statements.len()).map(|k| k..k + 1).collect()
+        } else {
+            vec![0..statements.len()]
+        };
+        for chunk in chunks {
+            let sent = &statement_item[chunk.clone()];
+            let reply = db
+                .run_command(doc! { "update": raw.name(), "updates": &statements[chunk.clone()], "ordered": false })
+                .await;
+            let reply = match reply {
+                Ok(reply) => reply,
+                Err(e) if is_duplicate_key(&e) => {
+                    // Stopped at a duplicate key without saying where: every statement is
+                    // uncertain until the next read shows whose token is stored.
+                    for &(i, insert) in sent {
+                        uncertain[i] = Some((token.clone(), insert));
+                        next.push(i);
+                    }
+                    continue;
+                }
+                Err(e) => return Err(classify(e)),
+            };
+            if let Ok(wce) = reply.get_document("writeConcernError") {
+                return Err(Error::WriteFailed {
+                    collection: namespace(),
+                    id: items[sent[0].0].prepared.id,
+                    code: wce.get("code").and_then(as_index).unwrap_or(0) as i32,
+                    message: wce.get_str("errmsg").unwrap_or_default().to_string(),
+                });
+            }
+            let errors: Vec<(i32, String)> = reply
+                .get_array("writeErrors")
+                .into_iter()
+                .flatten()
+                .filter_map(Bson::as_document)
+                .map(|e| {
+                    let code = e.get("code").and_then(as_index).map(|c| c as i32).unwrap_or(0);
+                    (code, e.get_str("errmsg").unwrap_or_default().to_string())
+                })
+                .collect();
+            if errors.is_empty() {
+                let inserts = sent.iter().filter(|s| s.1).count();
+                let upserted: HashSet<usize> = reply
+                    .get_array("upserted")
+                    .map(|a| a.iter().filter_map(|u| u.as_document()?.get("index").and_then(as_index)).collect())
+                    .unwrap_or_default();
+                for (k, &(i, insert)) in sent.iter().enumerate() {
+                    let id = items[i].prepared.id;
+                    // An insert statement that matched adopted a document written by other code.
+                    let inserted = insert && (upserted.len() == inserts || upserted.contains(&k));
+                    results[i] = Some(Ok(if inserted { Outcome::Inserted(id) } else { Outcome::Updated(id) }));
+                }
+            } else if let [(i, insert)] = *sent {
+                match errors.into_iter().next() {
+                    Some((DUPLICATE_KEY, _)) => {
+                        uncertain[i] = Some((token.clone(), insert));
+                        next.push(i);
+                    }
+                    Some((code, message)) => {
+                        results[i] = Some(Err(Error::WriteFailed {
+                            collection: namespace(),
+                            id: items[i].prepared.id,
+                            code,
+                            message,
+                        }))
+                    }
+                    None => unreachable!("errors is not empty"),
+                }
+            } else {
+                // Which statements applied is not reliably reported (FerretDB 1.x stops at the
+                // first failure and reports it at index 0): the next read decides, and a
+                // refusal other than a duplicate key is pinned down one statement at a time.
+                if errors.iter().any(|(code, _)| *code != DUPLICATE_KEY) {
+                    one_by_one = true;
+                }
+                for &(i, insert) in sent {
+                    uncertain[i] = Some((token.clone(), insert));
+                    next.push(i);
+                }
+            }
+        }
+        pending = next;
+    }
+    Ok(results
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            r.unwrap_or_else(|| {
+                Err(Error::Contention { collection: namespace(), id: items[i].prepared.id, attempts: MAX_ROUNDS })
+            })
+        })
+        .collect())
+}
+
+fn as_index(b: &Bson) -> Option<usize> {
+    match b {
+        Bson::Int32(i) => usize::try_from(*i).ok(),
+        Bson::Int64(i) => usize::try_from(*i).ok(),
+        Bson::Double(d) if d.fract() == 0.0 && *d >= 0.0 => Some(*d as usize),
+        _ => None,
+    }
+}
+
+/// Insert-once of many [`RandomId`] events, a batch at a time: one `insert` command per batch
+/// (unordered), then — only if some were already stored — one read to tell retries
+/// ([`BatchReport::already_applied`]) from real failures.
+///
+/// ```no_run
+/// # use natural_key::prelude::*;
+/// # #[derive(RandomId, Serialize, Deserialize)]
+/// # struct Click { #[id] #[serde(rename = "_id")] id: Ulid, page: String }
+/// # async fn f(coll: natural_key::mongodb::Collection<Click>, clicks: Vec<Click>) -> Result<(), natural_key::Error> {
+/// let report = natural_key::insert_many(&coll, &clicks).await?;
+/// assert_eq!(report.inserted + report.already_applied, clicks.len() as u64);
+/// # Ok(()) }
+/// ```
+pub fn insert_many<'a, T, I>(coll: &'a Collection<T>, events: I) -> InsertMany<'a, T, I::IntoIter>
+where
+    T: RandomId + Send + Sync,
+    I: IntoIterator,
+    I::Item: Borrow<T>,
+{
+    InsertMany { coll, docs: events.into_iter(), opts: Options::default() }
+}
+
+/// Builder returned by [`insert_many`]; `.await` it.
+#[must_use = "a batch write does nothing until awaited"]
+pub struct InsertMany<'a, T: Send + Sync, I> {
+    coll: &'a Collection<T>,
+    docs: I,
+    opts: Options<'a>,
+}
+
+impl<'a, T: RandomId + Send + Sync, I> InsertMany<'a, T, I> {
+    builder_options!();
+}
+
+impl<'a, T, I> IntoFuture for InsertMany<'a, T, I>
+where
+    T: RandomId + Send + Sync,
+    I: Iterator + Send + 'a,
+    I::Item: Borrow<T> + Send,
+{
+    type Output = Result<BatchReport, Error>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(run_inserts(self.coll, futures_util::stream::iter(self.docs), self.opts))
+    }
+}
+
+/// [`insert_many`] over a `Stream`, in constant memory.
+pub fn insert_stream<'a, T, S>(coll: &'a Collection<T>, events: S) -> InsertStream<'a, T, S>
+where
+    T: RandomId + Send + Sync,
+    S: Stream + Send + 'a,
+    S::Item: Borrow<T> + Send,
+{
+    InsertStream { coll, docs: events, opts: Options::default() }
+}
+
+/// Builder returned by [`insert_stream`]; `.await` it.
+#[must_use = "a batch write does nothing until awaited"]
+pub struct InsertStream<'a, T: Send + Sync, S> {
+    coll: &'a Collection<T>,
+    docs: S,
+    opts: Options<'a>,
+}
+
+impl<'a, T: RandomId + Send + Sync, S> InsertStream<'a, T, S> {
+    builder_options!();
+}
+
+impl<'a, T, S> IntoFuture for InsertStream<'a, T, S>
+where
+    T: RandomId + Send + Sync,
+    S: Stream + Send + 'a,
+    S::Item: Borrow<T> + Send,
+{
+    type Output = Result<BatchReport, Error>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(run_inserts(self.coll, self.docs, self.opts))
+    }
+}
+
+struct Event {
+    index: usize,
+    prepared: PreparedEvent,
+}
+
+async fn run_inserts<'a, T, S>(coll: &'a Collection<T>, docs: S, mut opts: Options<'a>) -> Result<BatchReport, Error>
+where
+    T: RandomId + Send + Sync,
+    S: Stream + Send + 'a,
+    S::Item: Borrow<T> + Send,
+{
+    let raw = coll.clone_with_type::<Document>();
+    let db = raw_database(coll);
+    let span = tracing::info_span!("natural_key.insert_many", collection = %raw.namespace());
+    async move {
+        let mut report = BatchReport::default();
+        let mut batch: Vec<Event> = Vec::with_capacity(opts.batch_size);
+        let mut docs = std::pin::pin!(docs.enumerate());
+        loop {
+            let next = docs.next().await;
+            let end = next.is_none();
+            if let Some((index, doc)) = next {
+                match PreparedEvent::of(doc.borrow()) {
+                    Ok(prepared) => batch.push(Event { index, prepared }),
+                    Err(e) => report.failures.push((index, e)),
+                }
+            }
+            if !batch.is_empty() && (end || batch.len() >= opts.batch_size) {
+                let events = std::mem::take(&mut batch);
+                let results = opts.retry.run("insert_many", || insert_batch(&raw, &db, &events)).await?;
+                for (e, r) in events.iter().zip(results) {
+                    match r {
+                        Ok(o) => report.count(o),
+                        Err(err) => report.failures.push((e.index, err)),
+                    }
+                }
+                report.batches += 1;
+                if let Some(progress) = opts.progress.as_mut() {
+                    progress(&report);
+                }
+            }
+            if end {
+                break;
+            }
+        }
+        Ok(report)
+    }
+    .instrument(span)
+    .await
+}
+
+async fn insert_batch(
+    raw: &Collection<Document>,
+    db: &Database,
+    events: &[Event],
+) -> Result<Vec<Result<Outcome, Error>>, Error> {
+    let documents: Vec<&Document> = events.iter().map(|e| &e.prepared.body).collect();
+    let reply = db
+        .run_command(doc! { "insert": raw.name(), "documents": documents, "ordered": false })
+        .await
+        .map_err(classify)?;
+    let mut results: Vec<Result<Outcome, Error>> =
+        events.iter().map(|e| Ok(Outcome::Inserted(e.prepared.id))).collect();
+    let mut duplicates = Vec::new();
+    if let Ok(errors) = reply.get_array("writeErrors") {
+        for e in errors.iter().filter_map(Bson::as_document) {
+            let Some(k) = e.get("index").and_then(as_index).filter(|&k| k < events.len()) else { continue };
+            let code = e.get("code").and_then(as_index).map(|c| c as i32);
+            if code == Some(DUPLICATE_KEY) {
+                duplicates.push(k);
+            } else {
+                results[k] = Err(Error::WriteFailed {
+                    collection: raw.namespace().to_string(),
+                    id: events[k].prepared.id,
+                    code: code.unwrap_or(0),
+                    message: e.get_str("errmsg").unwrap_or_default().to_string(),
+                });
+            }
+        }
+    }
+    if duplicates.is_empty() {
+        return Ok(results);
+    }
+    // One read: which of the refused events are already stored (by id or idempotency key)?
+    let ids: Vec<String> = duplicates.iter().map(|&k| events[k].prepared.id.to_string()).collect();
+    let keys: Vec<&str> = duplicates.iter().filter_map(|&k| events[k].prepared.idempotency_key.as_deref()).collect();
+    let mut by_id: HashSet<String> = HashSet::new();
+    let mut by_key: HashMap<String, String> = HashMap::new();
+    let mut cursor = raw
+        .find(doc! { "$or": [ { "_id": { "$in": &ids } }, { IDEMPOTENCY_FIELD: { "$in": &keys } } ] })
+        .projection(doc! { "_id": 1, IDEMPOTENCY_FIELD: 1 })
+        .batch_size(duplicates.len() as u32 * 2 + 1)
+        .await
+        .map_err(classify)?;
+    while let Some(d) = cursor.try_next().await.map_err(classify)? {
+        let id = match d.get("_id") {
+            Some(Bson::String(s)) => s.clone(),
+            _ => continue,
+        };
+        if let Ok(k) = d.get_str(IDEMPOTENCY_FIELD) {
+            by_key.insert(k.to_string(), id.clone());
+        }
+        by_id.insert(id);
+    }
+    for k in duplicates {
+        let p = &events[k].prepared;
+        let stored = if by_id.contains(&p.id.to_string()) {
+            Some(p.id)
+        } else {
+            p.idempotency_key.as_ref().and_then(|key| by_key.get(key)).and_then(|s| s.parse::<Ulid>().ok())
+        };
+        results[k] = match stored {
+            Some(id) => Ok(Outcome::AlreadyApplied(id)),
+            // Refused as a duplicate yet not found: deleted in between. Transient: retry.
+            None => Err(Error::Contention { collection: raw.namespace().to_string(), id: p.id, attempts: 1 }),
+        };
+    }
+    Ok(results)
+}

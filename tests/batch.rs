@@ -1,0 +1,185 @@
+//! Batch and streaming writes against the real engine.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use natural_key::bson::doc;
+use natural_key::mongodb::Collection;
+use natural_key::prelude::*;
+use natural_key::{ensure_indexes, insert_many, upsert_many, upsert_stream, Error, KeyError};
+
+#[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
+struct Post {
+    #[key]
+    slug: String,
+    #[key]
+    lang: String,
+    #[key(timestamp)]
+    published_at: i64,
+    body: String,
+}
+
+fn corpus(n: usize) -> Vec<Post> {
+    (0..n)
+        .map(|i| Post {
+            slug: format!("post-{i:05}"),
+            lang: ["en", "zh-TW", "ja", "ko"][i % 4].into(),
+            published_at: 1_700_000_000_000 + i as i64 * 60_000,
+            body: format!("body of post {i}"),
+        })
+        .collect()
+}
+
+async fn posts(test: &str) -> (Collection<Post>, support::Commands) {
+    let (db, commands) = support::database(test).await;
+    let coll = db.collection::<Post>("posts");
+    ensure_indexes(&coll).await.unwrap();
+    commands.reset();
+    (coll, commands)
+}
+
+#[tokio::test]
+async fn ingest_reingest_and_one_percent_changed_in_constant_round_trips() {
+    let (coll, commands) = posts("reingest").await;
+    let docs = corpus(1000);
+
+    let r = upsert_many(&coll, &docs).batch_size(250).await.unwrap();
+    assert_eq!((r.inserted, r.updated, r.unchanged, r.failures.len()), (1000, 0, 0, 0));
+    assert_eq!(r.batches, 4);
+    assert_eq!(commands.count("find"), 4, "one read per batch");
+    assert_eq!(commands.count("update"), 4, "one write command per batch");
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1000);
+
+    commands.reset();
+    let r = upsert_many(&coll, &docs).batch_size(250).await.unwrap();
+    assert_eq!((r.inserted, r.updated, r.unchanged), (0, 0, 1000));
+    assert_eq!(commands.writes(), 0, "an unchanged re-ingest sends no write command");
+    assert_eq!(commands.count("find"), 4);
+
+    let mut changed = docs.clone();
+    for p in changed.iter_mut().step_by(100) {
+        p.body.push_str(" (edited)");
+    }
+    commands.reset();
+    let r = upsert_many(&coll, changed.iter()).batch_size(250).await.unwrap();
+    assert_eq!((r.inserted, r.updated, r.unchanged), (0, 10, 990));
+    assert_eq!(commands.count("update"), 4);
+    for p in changed.iter().step_by(100) {
+        let stored = coll.find_one(doc! { "_id": p.id().unwrap().to_string() }).await.unwrap().unwrap();
+        assert_eq!(&stored, p);
+    }
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1000);
+}
+
+#[tokio::test]
+async fn bad_documents_are_reported_at_their_index_and_do_not_stop_the_rest() {
+    let (coll, _) = posts("failures").await;
+    let mut docs = corpus(20);
+    upsert_many(&coll, &docs[..10]).await.unwrap();
+    docs[3].slug = "nul\0byte".into();
+    docs[5].published_at = -1;
+    docs[7].published_at += 1; // a timestamp edit of a stored post
+    docs[12].body = "new".into();
+    let r = upsert_many(&coll, &docs).batch_size(6).await.unwrap();
+    let indexes: Vec<usize> = r.failures.iter().map(|(i, _)| *i).collect();
+    assert_eq!(indexes, vec![3, 5, 7]);
+    assert!(matches!(r.failures[0].1, Error::Key(KeyError::NulByte { .. })));
+    assert!(matches!(r.failures[1].1, Error::Key(KeyError::TimestampOutOfRange { .. })));
+    match &r.failures[2].1 {
+        Error::ImmutableKeyChanged { key, .. } => assert!(key.contains("post-00007"), "{key}"),
+        e => panic!("expected ImmutableKeyChanged, got {e:?}"),
+    }
+    assert_eq!((r.inserted, r.updated, r.unchanged), (10, 0, 7));
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 20);
+    let stored = coll.find_one(doc! { "slug": "post-00007" }).await.unwrap().unwrap();
+    assert_eq!(stored.published_at, corpus(20)[7].published_at, "the refused post is untouched");
+}
+
+#[tokio::test]
+async fn a_batch_means_the_same_as_writing_one_after_another() {
+    let (coll, _) = posts("sequential").await;
+    let a = corpus(1).remove(0);
+    let edited = Post { body: "second version".into(), ..a.clone() };
+    let r = upsert_many(&coll, [&a, &a, &edited]).await.unwrap();
+    assert_eq!((r.inserted, r.updated, r.unchanged), (1, 1, 1));
+    assert_eq!(coll.find_one(doc! {}).await.unwrap().unwrap(), edited);
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn streaming_ingest_reports_progress_per_batch() {
+    let (coll, _) = posts("stream").await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    let docs = futures::stream::iter((0..2000).map(|i| Post {
+        slug: format!("s-{i}"),
+        lang: "en".into(),
+        published_at: 1_600_000_000_000 + i,
+        body: "x".repeat(100),
+    }));
+    let r = upsert_stream(&coll, docs)
+        .batch_size(100)
+        .on_progress(move |r| seen2.lock().unwrap().push(r.processed()))
+        .await
+        .unwrap();
+    assert_eq!(r.inserted, 2000);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 20);
+    assert_eq!(*seen, (1..=20).map(|b| b * 100).collect::<Vec<u64>>());
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 2000);
+}
+
+#[tokio::test]
+async fn racing_batches_over_overlapping_documents_converge() {
+    let (coll, _) = posts("race").await;
+    let docs = corpus(400);
+    let mut tasks = Vec::new();
+    for w in 0..4 {
+        let coll = coll.clone();
+        // Each writer covers an overlapping window, in its own order.
+        let mut mine: Vec<Post> = docs[w * 50..w * 50 + 250].to_vec();
+        if w % 2 == 1 {
+            mine.reverse();
+        }
+        tasks.push(tokio::spawn(async move { upsert_many(&coll, mine).batch_size(64).await }));
+    }
+    let mut inserted = 0;
+    for t in tasks {
+        let r = t.await.unwrap().unwrap();
+        assert!(r.failures.is_empty(), "{:?}", r.failures);
+        inserted += r.inserted;
+    }
+    assert_eq!(inserted, 400, "every document inserted exactly once across the writers");
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 400);
+}
+
+#[derive(RandomId, Serialize, Deserialize, Clone, Debug)]
+struct Click {
+    #[id]
+    #[serde(rename = "_id")]
+    id: Ulid,
+    #[idempotency_key]
+    request: String,
+    page: String,
+}
+
+#[tokio::test]
+async fn events_in_batches_are_stored_once() {
+    let (db, commands) = support::database("events").await;
+    let coll = db.collection::<Click>("clicks");
+    ensure_indexes(&coll).await.unwrap();
+    let clicks: Vec<Click> =
+        (0..300).map(|i| Click { id: Ulid::new(), request: format!("req-{i}"), page: "/".into() }).collect();
+    let r = insert_many(&coll, &clicks).batch_size(100).await.unwrap();
+    assert_eq!((r.inserted, r.already_applied, r.failures.len()), (300, 0, 0));
+    commands.reset();
+    let r = insert_many(&coll, &clicks).batch_size(100).await.unwrap();
+    assert_eq!((r.inserted, r.already_applied), (0, 300));
+    assert_eq!(commands.count("insert"), 3);
+    // Rebuilt requests (new ids, same idempotency keys) are recognised too.
+    let rebuilt: Vec<Click> = clicks.iter().take(10).map(|c| Click { id: Ulid::new(), ..c.clone() }).collect();
+    let r = insert_many(&coll, &rebuilt).await.unwrap();
+    assert_eq!(r.already_applied, 10);
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 300);
+}
