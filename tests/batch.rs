@@ -48,7 +48,8 @@ async fn ingest_reingest_and_one_percent_changed_in_constant_round_trips() {
     assert_eq!((r.inserted, r.updated, r.unchanged, r.failures.len()), (1000, 0, 0, 0));
     assert_eq!(r.batches, 4);
     assert_eq!(commands.count("find"), 4, "one read per batch");
-    assert_eq!(commands.count("update"), 4, "one write command per batch");
+    assert_eq!(commands.count("insert"), 4, "new documents: one insert command per batch");
+    assert_eq!(commands.count("update"), 0);
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1000);
 
     commands.reset();
@@ -64,7 +65,8 @@ async fn ingest_reingest_and_one_percent_changed_in_constant_round_trips() {
     commands.reset();
     let r = upsert_many(&coll, changed.iter()).batch_size(250).await.unwrap();
     assert_eq!((r.inserted, r.updated, r.unchanged), (0, 10, 990));
-    assert_eq!(commands.count("update"), 4);
+    assert_eq!(commands.count("update"), 4, "changed documents: one update command per batch");
+    assert_eq!(commands.count("insert"), 0);
     for p in changed.iter().step_by(100) {
         let stored = coll.find_one(doc! { "_id": p.id().unwrap().to_string() }).await.unwrap().unwrap();
         assert_eq!(&stored, p);

@@ -19,7 +19,7 @@ use crate::write::{
     WRITE_FIELD,
 };
 
-/// Default number of documents per batch (one read and at most one write command each).
+/// Default number of documents per batch.
 pub const DEFAULT_BATCH_SIZE: usize = 500;
 
 /// How many read-decide-write rounds a batch tries for documents that lost a race.
@@ -83,7 +83,7 @@ impl Default for Options<'_> {
 macro_rules! builder_options {
     () => {
         /// Documents per batch (default 500, at least 1). Each batch costs one read and at
-        /// most one write command; memory holds one batch at a time.
+        /// most two write commands; memory holds one batch at a time.
         pub fn batch_size(mut self, n: usize) -> Self {
             self.opts.batch_size = n.max(1);
             self
@@ -105,7 +105,8 @@ macro_rules! builder_options {
 }
 
 /// The guarded upsert of many [`NaturalKey`] documents, a batch at a time: per batch one read
-/// of the batch's identities and one write command carrying only the changed documents, with
+/// of the batch's identities, then one `insert` command carrying only the new documents and
+/// one `update` command carrying only the changed ones (none when nothing changed), with
 /// every guarantee of the single upsert (identity guard, skip unchanged, unique identity,
 /// optimistic concurrency). A bad document is reported at its index and does not stop the rest.
 ///
@@ -285,6 +286,14 @@ async fn flush<T: NaturalKey, D: Borrow<T>>(
     Ok(())
 }
 
+/// One document to send: the item it belongs to, whether it creates the document, and the
+/// `insert` document or `update` statement.
+struct Statement {
+    item: usize,
+    insert: bool,
+    doc: Document,
+}
+
 /// Decides and writes one batch; returns one result per item. `Err` only for failures of the
 /// whole batch (network, ...), which the caller may retry: the batch is idempotent.
 ///
@@ -323,10 +332,11 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
             .await
             .map_err(classify)?;
 
-        // Decide, and collect the statements of the one write command.
+        // Decide, and collect what to send: new documents go in one `insert` command (engines
+        // apply it as one batch), changed ones in one `update` command.
         let token = Ulid::new().to_string();
-        let mut statements: Vec<Document> = Vec::new();
-        let mut statement_item: Vec<(usize, bool)> = Vec::new();
+        let mut inserts: Vec<Statement> = Vec::new();
+        let mut updates: Vec<Statement> = Vec::new();
         for &i in &pending {
             let p = &items[i].prepared;
             let found = stored.get(&p.identity);
@@ -358,110 +368,124 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
                     continue;
                 }
             }
+            let mut body = p.body.clone();
+            body.insert(WRITE_FIELD, token.clone());
+            let insert = found.is_none();
+            if insert && uncertain[i].is_none() {
+                body.insert("_id", p.id_text.clone());
+                inserts.push(Statement { item: i, insert, doc: body });
+                continue;
+            }
             // Update: applies only if the stored hash is still the one just read; otherwise the
             // upsert's insert collides on `_id` (duplicate key): the signal to decide again.
-            // Insert: by `_id` alone (see `write::upsert_prepared`).
-            let insert = found.is_none();
+            // A retried insert: by `_id` alone, which also adopts a same-`_id` document written
+            // by other code without identity (see `write::upsert_prepared`).
             let filter = if insert {
                 doc! { "_id": &p.id_text }
             } else {
                 doc! { "_id": &p.id_text, HASH_FIELD: hash }
             };
-            let mut body = p.body.clone();
-            body.insert(WRITE_FIELD, token.clone());
             let update = match mode {
                 WriteMode::Merge => doc! { "$set": body },
                 WriteMode::Replace => body,
             };
-            statements.push(doc! { "q": filter, "u": update, "upsert": true, "multi": false });
-            statement_item.push((i, insert));
+            let statement = doc! { "q": filter, "u": update, "upsert": true, "multi": false };
+            updates.push(Statement { item: i, insert, doc: statement });
         }
-        if statements.is_empty() {
+        if inserts.is_empty() && updates.is_empty() {
             break;
         }
 
-        // Round trip 2: one `update` command with every changed document (one per statement
-        // once an engine refused a statement without telling which: see `one_by_one`).
+        // Round trip 2 (and 3): the write commands, or one per statement once an engine
+        // refused a statement without telling which (see `one_by_one`).
         let mut next = Vec::new();
-        let chunks: Vec<std::ops::Range<usize>> = if one_by_one {
-            (0..statements.len()).map(|k| k..k + 1).collect()
-        } else {
-            vec![0..statements.len()]
-        };
-        for chunk in chunks {
-            let sent = &statement_item[chunk.clone()];
-            let reply = db
-                .run_command(doc! { "update": raw.name(), "updates": &statements[chunk.clone()], "ordered": false })
-                .await;
-            let reply = match reply {
-                Ok(reply) => reply,
-                Err(e) if is_duplicate_key(&e) => {
-                    // Stopped at a duplicate key without saying where: every statement is
-                    // uncertain until the next read shows whose token is stored.
-                    for &(i, insert) in sent {
-                        uncertain[i] = Some((token.clone(), insert));
-                        next.push(i);
-                    }
-                    continue;
-                }
-                Err(e) => return Err(classify(e)),
-            };
-            if let Ok(wce) = reply.get_document("writeConcernError") {
-                return Err(Error::WriteFailed {
-                    collection: namespace(),
-                    id: items[sent[0].0].prepared.id,
-                    code: wce.get("code").and_then(as_index).unwrap_or(0) as i32,
-                    message: wce.get_str("errmsg").unwrap_or_default().to_string(),
-                });
-            }
-            let errors: Vec<(i32, String)> = reply
-                .get_array("writeErrors")
-                .into_iter()
-                .flatten()
-                .filter_map(Bson::as_document)
-                .map(|e| {
-                    let code = e.get("code").and_then(as_index).map(|c| c as i32).unwrap_or(0);
-                    (code, e.get_str("errmsg").unwrap_or_default().to_string())
-                })
-                .collect();
-            if errors.is_empty() {
-                let inserts = sent.iter().filter(|s| s.1).count();
-                let upserted: HashSet<usize> = reply
-                    .get_array("upserted")
-                    .map(|a| a.iter().filter_map(|u| u.as_document()?.get("index").and_then(as_index)).collect())
-                    .unwrap_or_default();
-                for (k, &(i, insert)) in sent.iter().enumerate() {
-                    let id = items[i].prepared.id;
-                    // An insert statement that matched adopted a document written by other code.
-                    let inserted = insert && (upserted.len() == inserts || upserted.contains(&k));
-                    results[i] = Some(Ok(if inserted { Outcome::Inserted(id) } else { Outcome::Updated(id) }));
-                }
-            } else if let [(i, insert)] = *sent {
-                match errors.into_iter().next() {
-                    Some((DUPLICATE_KEY, _)) => {
-                        uncertain[i] = Some((token.clone(), insert));
-                        next.push(i);
-                    }
-                    Some((code, message)) => {
-                        results[i] = Some(Err(Error::WriteFailed {
-                            collection: namespace(),
-                            id: items[i].prepared.id,
-                            code,
-                            message,
-                        }))
-                    }
-                    None => unreachable!("errors is not empty"),
-                }
+        for (command, field, group) in [("insert", "documents", inserts), ("update", "updates", updates)] {
+            let chunks: Vec<std::ops::Range<usize>> = if one_by_one {
+                (0..group.len()).map(|k| k..k + 1).collect()
+            } else if group.is_empty() {
+                Vec::new()
             } else {
-                // Which statements applied is not reliably reported (FerretDB 1.x stops at the
-                // first failure and reports it at index 0): the next read decides, and a
-                // refusal other than a duplicate key is pinned down one statement at a time.
-                if errors.iter().any(|(code, _)| *code != DUPLICATE_KEY) {
-                    one_by_one = true;
+                vec![0..group.len()]
+            };
+            for chunk in chunks {
+                let sent = &group[chunk];
+                let payload: Vec<&Document> = sent.iter().map(|s| &s.doc).collect();
+                let reply = db
+                    .run_command(doc! { command: raw.name(), field: payload, "ordered": false })
+                    .await;
+                let reply = match reply {
+                    Ok(reply) => reply,
+                    Err(e) if is_duplicate_key(&e) => {
+                        // Stopped at a duplicate key without saying where: every statement is
+                        // uncertain until the next read shows whose token is stored.
+                        for s in sent {
+                            uncertain[s.item] = Some((token.clone(), s.insert));
+                            next.push(s.item);
+                        }
+                        continue;
+                    }
+                    Err(e) => return Err(classify(e)),
+                };
+                if let Ok(wce) = reply.get_document("writeConcernError") {
+                    return Err(Error::WriteFailed {
+                        collection: namespace(),
+                        id: items[sent[0].item].prepared.id,
+                        code: wce.get("code").and_then(as_index).unwrap_or(0) as i32,
+                        message: wce.get_str("errmsg").unwrap_or_default().to_string(),
+                    });
                 }
-                for &(i, insert) in sent {
-                    uncertain[i] = Some((token.clone(), insert));
-                    next.push(i);
+                let errors: Vec<(i32, String)> = reply
+                    .get_array("writeErrors")
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Bson::as_document)
+                    .map(|e| {
+                        let code = e.get("code").and_then(as_index).map(|c| c as i32).unwrap_or(0);
+                        (code, e.get_str("errmsg").unwrap_or_default().to_string())
+                    })
+                    .collect();
+                if errors.is_empty() {
+                    let inserts = sent.iter().filter(|s| s.insert).count();
+                    let upserted: HashSet<usize> = reply
+                        .get_array("upserted")
+                        .map(|a| a.iter().filter_map(|u| u.as_document()?.get("index").and_then(as_index)).collect())
+                        .unwrap_or_default();
+                    for (k, s) in sent.iter().enumerate() {
+                        let id = items[s.item].prepared.id;
+                        // An upserting insert that matched adopted a document written by other
+                        // code (or by a concurrent writer since our read).
+                        let inserted = s.insert
+                            && (command == "insert" || upserted.len() == inserts || upserted.contains(&k));
+                        results[s.item] =
+                            Some(Ok(if inserted { Outcome::Inserted(id) } else { Outcome::Updated(id) }));
+                    }
+                } else if let [s] = sent {
+                    match errors.into_iter().next() {
+                        Some((DUPLICATE_KEY, _)) => {
+                            uncertain[s.item] = Some((token.clone(), s.insert));
+                            next.push(s.item);
+                        }
+                        Some((code, message)) => {
+                            results[s.item] = Some(Err(Error::WriteFailed {
+                                collection: namespace(),
+                                id: items[s.item].prepared.id,
+                                code,
+                                message,
+                            }))
+                        }
+                        None => unreachable!("errors is not empty"),
+                    }
+                } else {
+                    // Which statements applied is not reliably reported (FerretDB 1.x stops at
+                    // the first failure and reports it at index 0): the next read decides, and
+                    // a refusal other than a duplicate key is pinned down one at a time.
+                    if errors.iter().any(|(code, _)| *code != DUPLICATE_KEY) {
+                        one_by_one = true;
+                    }
+                    for s in sent {
+                        uncertain[s.item] = Some((token.clone(), s.insert));
+                        next.push(s.item);
+                    }
                 }
             }
         }
