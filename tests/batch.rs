@@ -45,17 +45,28 @@ async fn ingest_reingest_and_one_percent_changed_in_constant_round_trips() {
     let docs = corpus(1000);
 
     let r = upsert_many(&coll, &docs).batch_size(250).await.unwrap();
-    assert_eq!((r.inserted, r.updated, r.unchanged, r.failures.len()), (1000, 0, 0, 0));
+    assert_eq!(
+        (r.inserted, r.updated, r.unchanged, r.failures.len()),
+        (1000, 0, 0, 0)
+    );
     assert_eq!(r.batches, 4);
     assert_eq!(commands.count("find"), 4, "one read per batch");
-    assert_eq!(commands.count("insert"), 4, "new documents: one insert command per batch");
+    assert_eq!(
+        commands.count("insert"),
+        4,
+        "new documents: one insert command per batch"
+    );
     assert_eq!(commands.count("update"), 0);
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1000);
 
     commands.reset();
     let r = upsert_many(&coll, &docs).batch_size(250).await.unwrap();
     assert_eq!((r.inserted, r.updated, r.unchanged), (0, 0, 1000));
-    assert_eq!(commands.writes(), 0, "an unchanged re-ingest sends no write command");
+    assert_eq!(
+        commands.writes(),
+        0,
+        "an unchanged re-ingest sends no write command"
+    );
     assert_eq!(commands.count("find"), 4);
 
     let mut changed = docs.clone();
@@ -63,12 +74,23 @@ async fn ingest_reingest_and_one_percent_changed_in_constant_round_trips() {
         p.body.push_str(" (edited)");
     }
     commands.reset();
-    let r = upsert_many(&coll, changed.iter()).batch_size(250).await.unwrap();
+    let r = upsert_many(&coll, changed.iter())
+        .batch_size(250)
+        .await
+        .unwrap();
     assert_eq!((r.inserted, r.updated, r.unchanged), (0, 10, 990));
-    assert_eq!(commands.count("update"), 4, "changed documents: one update command per batch");
+    assert_eq!(
+        commands.count("update"),
+        4,
+        "changed documents: one update command per batch"
+    );
     assert_eq!(commands.count("insert"), 0);
     for p in changed.iter().step_by(100) {
-        let stored = coll.find_one(doc! { "_id": p.id().unwrap().to_string() }).await.unwrap().unwrap();
+        let stored = coll
+            .find_one(doc! { "_id": p.id().unwrap().to_string() })
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(&stored, p);
     }
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1000);
@@ -86,23 +108,40 @@ async fn bad_documents_are_reported_at_their_index_and_do_not_stop_the_rest() {
     let r = upsert_many(&coll, &docs).batch_size(6).await.unwrap();
     let indexes: Vec<usize> = r.failures.iter().map(|(i, _)| *i).collect();
     assert_eq!(indexes, vec![3, 5, 7]);
-    assert!(matches!(r.failures[0].1, Error::Key(KeyError::NulByte { .. })));
-    assert!(matches!(r.failures[1].1, Error::Key(KeyError::TimestampOutOfRange { .. })));
+    assert!(matches!(
+        r.failures[0].1,
+        Error::Key(KeyError::NulByte { .. })
+    ));
+    assert!(matches!(
+        r.failures[1].1,
+        Error::Key(KeyError::TimestampOutOfRange { .. })
+    ));
     match &r.failures[2].1 {
         Error::ImmutableKeyChanged { key, .. } => assert!(key.contains("post-00007"), "{key}"),
         e => panic!("expected ImmutableKeyChanged, got {e:?}"),
     }
     assert_eq!((r.inserted, r.updated, r.unchanged), (10, 0, 7));
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 20);
-    let stored = coll.find_one(doc! { "slug": "post-00007" }).await.unwrap().unwrap();
-    assert_eq!(stored.published_at, corpus(20)[7].published_at, "the refused post is untouched");
+    let stored = coll
+        .find_one(doc! { "slug": "post-00007" })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.published_at,
+        corpus(20)[7].published_at,
+        "the refused post is untouched"
+    );
 }
 
 #[tokio::test]
 async fn a_batch_means_the_same_as_writing_one_after_another() {
     let (coll, _) = posts("sequential").await;
     let a = corpus(1).remove(0);
-    let edited = Post { body: "second version".into(), ..a.clone() };
+    let edited = Post {
+        body: "second version".into(),
+        ..a.clone()
+    };
     let r = upsert_many(&coll, [&a, &a, &edited]).await.unwrap();
     assert_eq!((r.inserted, r.updated, r.unchanged), (1, 1, 1));
     assert_eq!(coll.find_one(doc! {}).await.unwrap().unwrap(), edited);
@@ -144,7 +183,9 @@ async fn racing_batches_over_overlapping_documents_converge() {
         if w % 2 == 1 {
             mine.reverse();
         }
-        tasks.push(tokio::spawn(async move { upsert_many(&coll, mine).batch_size(64).await }));
+        tasks.push(tokio::spawn(async move {
+            upsert_many(&coll, mine).batch_size(64).await
+        }));
     }
     let mut inserted = 0;
     for t in tasks {
@@ -152,7 +193,10 @@ async fn racing_batches_over_overlapping_documents_converge() {
         assert!(r.failures.is_empty(), "{:?}", r.failures);
         inserted += r.inserted;
     }
-    assert_eq!(inserted, 400, "every document inserted exactly once across the writers");
+    assert_eq!(
+        inserted, 400,
+        "every document inserted exactly once across the writers"
+    );
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 400);
 }
 
@@ -171,16 +215,31 @@ async fn events_in_batches_are_stored_once() {
     let (db, commands) = support::database("events").await;
     let coll = db.collection::<Click>("clicks");
     ensure_indexes(&coll).await.unwrap();
-    let clicks: Vec<Click> =
-        (0..300).map(|i| Click { id: Ulid::new(), request: format!("req-{i}"), page: "/".into() }).collect();
+    let clicks: Vec<Click> = (0..300)
+        .map(|i| Click {
+            id: Ulid::new(),
+            request: format!("req-{i}"),
+            page: "/".into(),
+        })
+        .collect();
     let r = insert_many(&coll, &clicks).batch_size(100).await.unwrap();
-    assert_eq!((r.inserted, r.already_applied, r.failures.len()), (300, 0, 0));
+    assert_eq!(
+        (r.inserted, r.already_applied, r.failures.len()),
+        (300, 0, 0)
+    );
     commands.reset();
     let r = insert_many(&coll, &clicks).batch_size(100).await.unwrap();
     assert_eq!((r.inserted, r.already_applied), (0, 300));
     assert_eq!(commands.count("insert"), 3);
     // Rebuilt requests (new ids, same idempotency keys) are recognised too.
-    let rebuilt: Vec<Click> = clicks.iter().take(10).map(|c| Click { id: Ulid::new(), ..c.clone() }).collect();
+    let rebuilt: Vec<Click> = clicks
+        .iter()
+        .take(10)
+        .map(|c| Click {
+            id: Ulid::new(),
+            ..c.clone()
+        })
+        .collect();
     let r = insert_many(&coll, &rebuilt).await.unwrap();
     assert_eq!(r.already_applied, 10);
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 300);

@@ -21,7 +21,14 @@ struct Post {
 }
 
 fn post(slug: String, lang: String, published_at: u64) -> Post {
-    Post { slug, lang, published_at, body: String::new(), meta: HashMap::new(), fetched_at: 0 }
+    Post {
+        slug,
+        lang,
+        published_at,
+        body: String::new(),
+        meta: HashMap::new(),
+        fetched_at: 0,
+    }
 }
 
 proptest! {

@@ -48,7 +48,13 @@ async fn posts(test: &str) -> (Collection<Post>, support::Commands) {
 
 async fn raw(coll: &Collection<Post>, filter: Document) -> Vec<RawDocumentBuf> {
     use futures::TryStreamExt;
-    coll.clone_with_type::<RawDocumentBuf>().find(filter).await.unwrap().try_collect().await.unwrap()
+    coll.clone_with_type::<RawDocumentBuf>()
+        .find(filter)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -63,16 +69,35 @@ async fn insert_then_unchanged_a_hundred_times() {
     for _ in 0..100 {
         assert_eq!(p.upsert(&coll).await.unwrap(), Outcome::Unchanged(id));
     }
-    assert_eq!(commands.writes(), 0, "an unchanged document sends no write command");
+    assert_eq!(
+        commands.writes(),
+        0,
+        "an unchanged document sends no write command"
+    );
     assert_eq!(commands.count("find"), 100, "one read per upsert");
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1);
 
-    let stored = coll.clone_with_type::<Document>().find_one(doc! {}).await.unwrap().unwrap();
+    let stored = coll
+        .clone_with_type::<Document>()
+        .find_one(doc! {})
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(stored.get_str("_id").unwrap(), id.to_string());
-    assert_eq!(stored.get_str(HASH_FIELD).unwrap(), p.content_hash().unwrap().to_string());
-    assert_eq!(stored.get_str(IDENTITY_FIELD).unwrap(), p.identity().unwrap().to_string());
+    assert_eq!(
+        stored.get_str(HASH_FIELD).unwrap(),
+        p.content_hash().unwrap().to_string()
+    );
+    assert_eq!(
+        stored.get_str(IDENTITY_FIELD).unwrap(),
+        p.identity().unwrap().to_string()
+    );
     // The document reads back as the struct it was written from.
-    let back: Post = coll.find_one(doc! { "_id": id.to_string() }).await.unwrap().unwrap();
+    let back: Post = coll
+        .find_one(doc! { "_id": id.to_string() })
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(back, p);
 }
 
@@ -82,12 +107,19 @@ async fn body_edit_updates_in_place() {
     let p = post("edit-me", "v1");
     let id = p.id().unwrap();
     p.upsert(&coll).await.unwrap();
-    let edited = Post { body: "v2".into(), ..p.clone() };
+    let edited = Post {
+        body: "v2".into(),
+        ..p.clone()
+    };
     commands.reset();
     assert_eq!(edited.upsert(&coll).await.unwrap(), Outcome::Updated(id));
     assert_eq!(commands.writes(), 1);
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1);
-    let back = coll.find_one(doc! { "_id": id.to_string() }).await.unwrap().unwrap();
+    let back = coll
+        .find_one(doc! { "_id": id.to_string() })
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(back.body, "v2");
     assert_eq!(edited.upsert(&coll).await.unwrap(), Outcome::Unchanged(id));
 }
@@ -100,11 +132,20 @@ async fn timestamp_edit_is_refused_and_writes_nothing() {
     p.upsert(&coll).await.unwrap();
     let before = raw(&coll, doc! {}).await;
 
-    let moved = Post { published_at: p.published_at + 86_400_000, body: "also edited".into(), ..p.clone() };
+    let moved = Post {
+        published_at: p.published_at + 86_400_000,
+        body: "also edited".into(),
+        ..p.clone()
+    };
     commands.reset();
     let err = moved.upsert(&coll).await.unwrap_err();
     match &err {
-        Error::ImmutableKeyChanged { collection, stored_id, derived_id, key } => {
+        Error::ImmutableKeyChanged {
+            collection,
+            stored_id,
+            derived_id,
+            key,
+        } => {
             assert_eq!(collection, &format!("{}.posts", coll.namespace().db));
             assert_eq!(stored_id, &id.to_string());
             assert_eq!(*derived_id, moved.id().unwrap());
@@ -114,7 +155,12 @@ async fn timestamp_edit_is_refused_and_writes_nothing() {
     }
     assert!(!err.is_transient());
     let msg = err.to_string();
-    assert!(msg.contains("frozen") && msg.contains(&id.to_string()) && msg.contains("Nothing was written"), "{msg}");
+    assert!(
+        msg.contains("frozen")
+            && msg.contains(&id.to_string())
+            && msg.contains("Nothing was written"),
+        "{msg}"
+    );
     assert_eq!(commands.writes(), 0);
     let after = raw(&coll, doc! {}).await;
     assert_eq!(before.len(), 1);
@@ -130,9 +176,15 @@ async fn skip_hash_field_change_alone_is_unchanged() {
     let (coll, commands) = posts("skip_hash").await;
     let p = post("volatile", "body");
     p.upsert(&coll).await.unwrap();
-    let refetched = Post { fetched_at: 99_999, ..p.clone() };
+    let refetched = Post {
+        fetched_at: 99_999,
+        ..p.clone()
+    };
     commands.reset();
-    assert!(matches!(refetched.upsert(&coll).await.unwrap(), Outcome::Unchanged(_)));
+    assert!(matches!(
+        refetched.upsert(&coll).await.unwrap(),
+        Outcome::Unchanged(_)
+    ));
     assert_eq!(commands.writes(), 0);
 }
 
@@ -142,7 +194,9 @@ async fn skip_hash_field_change_alone_is_unchanged() {
 async fn hashmap_document_is_unchanged_from_a_fresh_process() {
     fn tagged() -> Post {
         let mut p = post("maps", "body");
-        p.tags = (0..64).map(|i| (format!("key-{i}"), format!("value-{i}"))).collect();
+        p.tags = (0..64)
+            .map(|i| (format!("key-{i}"), format!("value-{i}")))
+            .collect();
         p
     }
     if std::env::var("NK_CHILD_UPSERT").is_ok() {
@@ -153,16 +207,30 @@ async fn hashmap_document_is_unchanged_from_a_fresh_process() {
         return;
     }
     let (coll, _) = posts("hashmap").await;
-    assert!(matches!(tagged().upsert(&coll).await.unwrap(), Outcome::Inserted(_)));
+    assert!(matches!(
+        tagged().upsert(&coll).await.unwrap(),
+        Outcome::Inserted(_)
+    ));
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "hashmap_document_is_unchanged_from_a_fresh_process", "--nocapture"])
+        .args([
+            "--exact",
+            "hashmap_document_is_unchanged_from_a_fresh_process",
+            "--nocapture",
+        ])
         .env("NK_CHILD_UPSERT", "1")
         .env("MONGODB_URI", support::uri())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "child failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("CHILD-OUTCOME unchanged"), "child said: {stdout}");
+    assert!(
+        out.status.success(),
+        "child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("CHILD-OUTCOME unchanged"),
+        "child said: {stdout}"
+    );
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1);
 }
 
@@ -185,7 +253,12 @@ async fn eight_writers_racing_one_new_document() {
             }
         }
         assert_eq!(inserted, 1, "exactly one writer inserts");
-        assert_eq!(coll.count_documents(doc! { "slug": p.slug.clone() }).await.unwrap(), 1);
+        assert_eq!(
+            coll.count_documents(doc! { "slug": p.slug.clone() })
+                .await
+                .unwrap(),
+            1
+        );
     }
 }
 
@@ -194,17 +267,32 @@ async fn two_writers_racing_a_timestamp_fork() {
     let (coll, _) = posts("race_fork").await;
     for round in 0..5 {
         let a = post(&format!("forked-{round}"), "a");
-        let b = Post { published_at: a.published_at + 1, body: "b".into(), ..a.clone() };
+        let b = Post {
+            published_at: a.published_at + 1,
+            body: "b".into(),
+            ..a.clone()
+        };
         let (ca, cb) = (coll.clone(), coll.clone());
         let (ra, rb) = tokio::join!(
             tokio::spawn(async move { a.upsert(&ca).await }),
             tokio::spawn(async move { b.upsert(&cb).await })
         );
         let results = [ra.unwrap(), rb.unwrap()];
-        let ok = results.iter().filter(|r| matches!(r, Ok(Outcome::Inserted(_)))).count();
-        let refused = results.iter().filter(|r| matches!(r, Err(Error::ImmutableKeyChanged { .. }))).count();
+        let ok = results
+            .iter()
+            .filter(|r| matches!(r, Ok(Outcome::Inserted(_))))
+            .count();
+        let refused = results
+            .iter()
+            .filter(|r| matches!(r, Err(Error::ImmutableKeyChanged { .. })))
+            .count();
         assert_eq!((ok, refused), (1, 1), "round {round}: {results:?}");
-        assert_eq!(coll.count_documents(doc! { "slug": format!("forked-{round}") }).await.unwrap(), 1);
+        assert_eq!(
+            coll.count_documents(doc! { "slug": format!("forked-{round}") })
+                .await
+                .unwrap(),
+            1
+        );
     }
 }
 
@@ -215,17 +303,34 @@ async fn concurrent_edits_leave_a_consistent_document() {
     base.upsert(&coll).await.unwrap();
     let mut tasks = Vec::new();
     for i in 0..8 {
-        let (coll, p) = (coll.clone(), Post { body: format!("v{i}"), ..base.clone() });
+        let (coll, p) = (
+            coll.clone(),
+            Post {
+                body: format!("v{i}"),
+                ..base.clone()
+            },
+        );
         tasks.push(tokio::spawn(async move { p.upsert(&coll).await }));
     }
     for t in tasks {
         let o = t.await.unwrap().unwrap();
-        assert!(matches!(o, Outcome::Updated(_) | Outcome::Unchanged(_)), "{o:?}");
+        assert!(
+            matches!(o, Outcome::Updated(_) | Outcome::Unchanged(_)),
+            "{o:?}"
+        );
     }
     // Whatever body won, the stored hash is the hash of the stored body: no torn write.
     let stored: Post = coll.find_one(doc! {}).await.unwrap().unwrap();
-    let raw = coll.clone_with_type::<Document>().find_one(doc! {}).await.unwrap().unwrap();
-    assert_eq!(raw.get_str(HASH_FIELD).unwrap(), stored.content_hash().unwrap().to_string());
+    let raw = coll
+        .clone_with_type::<Document>()
+        .find_one(doc! {})
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        raw.get_str(HASH_FIELD).unwrap(),
+        stored.content_hash().unwrap().to_string()
+    );
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1);
 }
 
@@ -235,14 +340,35 @@ async fn bad_input_fails_before_any_command() {
     let nul = post("bad\0slug", "body");
     assert!(matches!(
         nul.upsert(&coll).await,
-        Err(Error::Key(KeyError::NulByte { field: "slug", position: 3 }))
+        Err(Error::Key(KeyError::NulByte {
+            field: "slug",
+            position: 3
+        }))
     ));
-    let early = Post { published_at: -5, ..post("early", "body") };
+    let early = Post {
+        published_at: -5,
+        ..post("early", "body")
+    };
     let err = early.upsert(&coll).await.unwrap_err();
-    assert!(matches!(err, Error::Key(KeyError::TimestampOutOfRange { field: "published_at", millis: -5 })), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Key(KeyError::TimestampOutOfRange {
+                field: "published_at",
+                millis: -5
+            })
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("published_at"), "{err}");
-    let late = Post { published_at: 1 << 48, ..post("late", "body") };
-    assert!(matches!(late.upsert(&coll).await, Err(Error::Key(KeyError::TimestampOutOfRange { .. }))));
+    let late = Post {
+        published_at: 1 << 48,
+        ..post("late", "body")
+    };
+    assert!(matches!(
+        late.upsert(&coll).await,
+        Err(Error::Key(KeyError::TimestampOutOfRange { .. }))
+    ));
     assert_eq!(commands.total(), 0, "no command at all reached the server");
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 0);
 }
@@ -261,7 +387,11 @@ struct Unserializable {
 async fn a_document_that_will_not_serialize_is_a_typed_error() {
     let (db, commands) = support::database("unserializable").await;
     let coll = db.collection::<Unserializable>("things");
-    let doc = Unserializable { name: "x".into(), at: 1, big: u64::MAX };
+    let doc = Unserializable {
+        name: "x".into(),
+        at: 1,
+        big: u64::MAX,
+    };
     let err = doc.upsert(&coll).await.unwrap_err();
     assert!(matches!(err, Error::Serialize { .. }), "{err:?}");
     assert!(err.to_string().contains("Unserializable"), "{err}");
@@ -275,18 +405,43 @@ async fn merge_keeps_foreign_fields_replace_removes_them() {
     let id = p.id().unwrap().to_string();
     p.upsert(&coll).await.unwrap();
     let rawc = coll.clone_with_type::<Document>();
-    rawc.update_one(doc! { "_id": &id }, doc! { "$set": { "views": 7 } }).await.unwrap();
+    rawc.update_one(doc! { "_id": &id }, doc! { "$set": { "views": 7 } })
+        .await
+        .unwrap();
 
-    Post { body: "v2".into(), ..p.clone() }.upsert(&coll).await.unwrap();
+    Post {
+        body: "v2".into(),
+        ..p.clone()
+    }
+    .upsert(&coll)
+    .await
+    .unwrap();
     let d = rawc.find_one(doc! { "_id": &id }).await.unwrap().unwrap();
-    assert_eq!(d.get_i32("views").unwrap(), 7, "merge ($set) keeps fields written by other code");
+    assert_eq!(
+        d.get_i32("views").unwrap(),
+        7,
+        "merge ($set) keeps fields written by other code"
+    );
 
-    let o = Post { body: "v3".into(), ..p.clone() }.upsert(&coll).replace().await.unwrap();
+    let o = Post {
+        body: "v3".into(),
+        ..p.clone()
+    }
+    .upsert(&coll)
+    .replace()
+    .await
+    .unwrap();
     assert!(matches!(o, Outcome::Updated(_)));
     let d = rawc.find_one(doc! { "_id": &id }).await.unwrap().unwrap();
-    assert!(d.get("views").is_none(), "replace removes fields the struct does not have");
+    assert!(
+        d.get("views").is_none(),
+        "replace removes fields the struct does not have"
+    );
     assert_eq!(d.get_str("body").unwrap(), "v3");
-    assert_eq!(d.get_str(IDENTITY_FIELD).unwrap(), p.identity().unwrap().to_string());
+    assert_eq!(
+        d.get_str(IDENTITY_FIELD).unwrap(),
+        p.identity().unwrap().to_string()
+    );
 }
 
 #[tokio::test]
@@ -299,8 +454,14 @@ async fn adopts_a_document_written_by_other_code_with_the_same_id() {
         .insert_one(doc! { "_id": &id, "slug": "legacy", "lang": "en", "body": "old" })
         .await
         .unwrap();
-    assert!(matches!(p.upsert(&coll).await.unwrap(), Outcome::Updated(_)));
-    assert!(matches!(p.upsert(&coll).await.unwrap(), Outcome::Unchanged(_)));
+    assert!(matches!(
+        p.upsert(&coll).await.unwrap(),
+        Outcome::Updated(_)
+    ));
+    assert!(matches!(
+        p.upsert(&coll).await.unwrap(),
+        Outcome::Unchanged(_)
+    ));
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1);
 }
 
@@ -310,8 +471,15 @@ async fn the_identity_index_refuses_a_fork_written_around_the_library() {
     let p = post("indexed", "body");
     p.upsert(&coll).await.unwrap();
     let fork = doc! { "_id": "01ARZ3NDEKTSV4RRFFQ69G5FAV", IDENTITY_FIELD: p.identity().unwrap().to_string() };
-    let err = coll.clone_with_type::<Document>().insert_one(fork).await.unwrap_err();
-    assert!(err.to_string().contains("11000") || err.to_string().to_lowercase().contains("duplicate"), "{err}");
+    let err = coll
+        .clone_with_type::<Document>()
+        .insert_one(fork)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("11000") || err.to_string().to_lowercase().contains("duplicate"),
+        "{err}"
+    );
 }
 
 #[derive(RandomId, Serialize, Deserialize, Clone, Debug)]
@@ -337,25 +505,57 @@ async fn random_id_events_are_stored_once() {
     let (db, commands) = support::database("events").await;
     let clicks = db.collection::<Click>("clicks");
     ensure_indexes(&clicks).await.unwrap();
-    let c = Click { id: Ulid::new(), page: "/".into() };
+    let c = Click {
+        id: Ulid::new(),
+        page: "/".into(),
+    };
     assert_eq!(c.insert(&clicks).await.unwrap(), Outcome::Inserted(c.id));
-    assert_eq!(c.insert(&clicks).await.unwrap(), Outcome::AlreadyApplied(c.id));
+    assert_eq!(
+        c.insert(&clicks).await.unwrap(),
+        Outcome::AlreadyApplied(c.id)
+    );
     // Identical content, new event: it sits beside the first.
-    let again = Click { id: Ulid::new(), page: "/".into() };
-    assert_eq!(again.insert(&clicks).await.unwrap(), Outcome::Inserted(again.id));
+    let again = Click {
+        id: Ulid::new(),
+        page: "/".into(),
+    };
+    assert_eq!(
+        again.insert(&clicks).await.unwrap(),
+        Outcome::Inserted(again.id)
+    );
     assert_eq!(clicks.count_documents(doc! {}).await.unwrap(), 2);
     assert!(commands.count("insert") >= 3);
 
     let payments = db.collection::<Payment>("payments");
     ensure_indexes(&payments).await.unwrap();
-    let first = Payment { id: Ulid::new(), request_id: "req-1".into(), amount_cents: 100 };
-    assert_eq!(first.insert(&payments).await.unwrap(), Outcome::Inserted(first.id));
+    let first = Payment {
+        id: Ulid::new(),
+        request_id: "req-1".into(),
+        amount_cents: 100,
+    };
+    assert_eq!(
+        first.insert(&payments).await.unwrap(),
+        Outcome::Inserted(first.id)
+    );
     // The client lost the reply and rebuilt the request with a new id but the same key.
-    let retry = Payment { id: Ulid::new(), ..first.clone() };
-    assert_eq!(retry.insert(&payments).await.unwrap(), Outcome::AlreadyApplied(first.id));
+    let retry = Payment {
+        id: Ulid::new(),
+        ..first.clone()
+    };
+    assert_eq!(
+        retry.insert(&payments).await.unwrap(),
+        Outcome::AlreadyApplied(first.id)
+    );
     assert_eq!(payments.count_documents(doc! {}).await.unwrap(), 1);
-    let nul = Payment { id: Ulid::new(), request_id: "a\0".into(), amount_cents: 1 };
-    assert!(matches!(nul.insert(&payments).await, Err(Error::Key(KeyError::NulByte { .. }))));
+    let nul = Payment {
+        id: Ulid::new(),
+        request_id: "a\0".into(),
+        amount_cents: 1,
+    };
+    assert!(matches!(
+        nul.insert(&payments).await,
+        Err(Error::Key(KeyError::NulByte { .. }))
+    ));
 }
 
 #[tokio::test]
@@ -367,7 +567,14 @@ async fn a_stopped_engine_is_a_transient_error_and_nothing_is_half_written() {
     let data_s = data.to_string_lossy().to_string();
     let env = [("NK_DB_STATE", state_s.as_str())];
     let uri = support::db_up(&["--data", &data_s], &env);
-    let port = uri.rsplit(':').next().unwrap().split('/').next().unwrap().to_string();
+    let port = uri
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
 
     let commands = support::Commands::default();
     let client = support::client_for(&uri, &commands).await;
@@ -377,19 +584,39 @@ async fn a_stopped_engine_is_a_transient_error_and_nothing_is_half_written() {
     p.upsert(&coll).await.unwrap();
 
     support::db_down(&env);
-    let err = Post { body: "v2".into(), ..p.clone() }.upsert(&coll).await.unwrap_err();
-    assert!(err.is_transient(), "a stopped engine must be transient, got {err:?}");
+    let err = Post {
+        body: "v2".into(),
+        ..p.clone()
+    }
+    .upsert(&coll)
+    .await
+    .unwrap_err();
+    assert!(
+        err.is_transient(),
+        "a stopped engine must be transient, got {err:?}"
+    );
     assert!(matches!(err, Error::Transient(_)), "{err:?}");
 
     // Same data, same port: the document is exactly the one written before the stop.
-    let env_port = [("NK_DB_STATE", state_s.as_str()), ("NK_DB_PORT", port.as_str())];
+    let env_port = [
+        ("NK_DB_STATE", state_s.as_str()),
+        ("NK_DB_PORT", port.as_str()),
+    ];
     support::db_up(&["--data", &data_s], &env_port);
     let back: Vec<Post> = {
         use futures::TryStreamExt;
-        coll.find(doc! {}).await.unwrap().try_collect().await.unwrap()
+        coll.find(doc! {})
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap()
     };
     assert_eq!(back, vec![p.clone()]);
-    assert!(matches!(p.upsert(&coll).await.unwrap(), Outcome::Unchanged(_)));
+    assert!(matches!(
+        p.upsert(&coll).await.unwrap(),
+        Outcome::Unchanged(_)
+    ));
     support::db_down(&env);
     let _ = std::fs::remove_dir_all(&state);
 }

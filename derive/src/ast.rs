@@ -87,8 +87,10 @@ impl<'a> Input<'a> {
 
         match derive {
             Derive::NaturalKey => {
-                let timestamps: Vec<_> =
-                    fields.iter().filter(|f| f.key.as_ref().is_some_and(|k| k.timestamp)).collect();
+                let timestamps: Vec<_> = fields
+                    .iter()
+                    .filter(|f| f.key.as_ref().is_some_and(|k| k.timestamp))
+                    .collect();
                 if timestamps.is_empty() {
                     cx.error_spanned_by(
                         &input.ident,
@@ -102,7 +104,10 @@ impl<'a> Input<'a> {
                         "a second `#[key(timestamp)]` field: an id has exactly one timestamp",
                     );
                 }
-                if !fields.iter().any(|f| f.key.as_ref().is_some_and(|k| !k.timestamp)) {
+                if !fields
+                    .iter()
+                    .any(|f| f.key.as_ref().is_some_and(|k| !k.timestamp))
+                {
                     cx.error_spanned_by(
                         &input.ident,
                         "no identity `#[key]` field: mark the fields that say which document this \
@@ -121,7 +126,10 @@ impl<'a> Input<'a> {
                     );
                 }
                 for extra in ids.iter().skip(1) {
-                    cx.error_spanned_by(extra.ident, "a second `#[id]` field: a RandomId type has one id");
+                    cx.error_spanned_by(
+                        extra.ident,
+                        "a second `#[id]` field: a RandomId type has one id",
+                    );
                 }
                 for extra in fields.iter().filter(|f| f.idempotency_key).skip(1) {
                     cx.error_spanned_by(extra.ident, "a second `#[idempotency_key]` field");
@@ -129,7 +137,12 @@ impl<'a> Input<'a> {
             }
         }
         let _ = named;
-        Some(Input { ident: &input.ident, generics: &input.generics, scheme, fields })
+        Some(Input {
+            ident: &input.ident,
+            generics: &input.generics,
+            scheme,
+            fields,
+        })
     }
 }
 
@@ -147,7 +160,10 @@ fn container_attrs(cx: &mut Ctxt, attrs: &[Attribute], derive: Derive) -> Scheme
     let mut separator: Option<LitStr> = None;
     for attr in attrs.iter().filter(|a| a.path().is_ident("natural_key")) {
         if derive == Derive::RandomId {
-            cx.error_spanned_by(attr, "RandomId takes no `#[natural_key(...)]` container options");
+            cx.error_spanned_by(
+                attr,
+                "RandomId takes no `#[natural_key(...)]` container options",
+            );
             continue;
         }
         let r = attr.parse_nested_meta(|meta| {
@@ -193,19 +209,33 @@ fn container_attrs(cx: &mut Ctxt, attrs: &[Attribute], derive: Derive) -> Scheme
                      byte for byte); use the default scheme for a namespace",
                 );
             }
-            let separator = separator.map(|s| s.value()).unwrap_or_else(|| ":".to_string());
+            let separator = separator
+                .map(|s| s.value())
+                .unwrap_or_else(|| ":".to_string());
             Scheme::Joined { separator }
         }
         Some(_) => {
-            cx.error_spanned_by(scheme.as_ref().unwrap(), "unknown scheme; expected \"default\" or \"joined\"");
-            Scheme::Default { namespace: String::new() }
+            cx.error_spanned_by(
+                scheme.as_ref().unwrap(),
+                "unknown scheme; expected \"default\" or \"joined\"",
+            );
+            Scheme::Default {
+                namespace: String::new(),
+            }
         }
     }
 }
 
 fn field<'a>(cx: &mut Ctxt, f: &'a syn::Field, derive: Derive) -> Field<'a> {
     let ident = f.ident.as_ref().expect("named field");
-    let mut out = Field { ident, ty: &f.ty, key: None, skip_hash: false, id: false, idempotency_key: false };
+    let mut out = Field {
+        ident,
+        ty: &f.ty,
+        key: None,
+        skip_hash: false,
+        id: false,
+        idempotency_key: false,
+    };
     for attr in &f.attrs {
         let path = attr.path();
         if path.is_ident("key") {
@@ -224,7 +254,10 @@ fn field<'a>(cx: &mut Ctxt, f: &'a syn::Field, derive: Derive) -> Field<'a> {
                 continue;
             }
             if let Err(e) = attr.meta.require_path_only() {
-                cx.syn_error(syn::Error::new(e.span(), format!("`#[{}]` takes no arguments", path.get_ident().unwrap())));
+                cx.syn_error(syn::Error::new(
+                    e.span(),
+                    format!("`#[{}]` takes no arguments", path.get_ident().unwrap()),
+                ));
             }
             if path.is_ident("id") {
                 out.id = true;
@@ -240,7 +273,9 @@ fn field<'a>(cx: &mut Ctxt, f: &'a syn::Field, derive: Derive) -> Field<'a> {
                     cx.error_spanned_by(
                         &meta.path,
                         match derive {
-                            Derive::NaturalKey => "unknown `natural_key` field option; expected `skip_hash`",
+                            Derive::NaturalKey => {
+                                "unknown `natural_key` field option; expected `skip_hash`"
+                            }
                             Derive::RandomId => "RandomId takes no `natural_key` field options",
                         },
                     );
@@ -253,13 +288,20 @@ fn field<'a>(cx: &mut Ctxt, f: &'a syn::Field, derive: Derive) -> Field<'a> {
         }
     }
     if out.id && out.idempotency_key {
-        cx.error_spanned_by(ident, "`#[id]` and `#[idempotency_key]` must be different fields");
+        cx.error_spanned_by(
+            ident,
+            "`#[id]` and `#[idempotency_key]` must be different fields",
+        );
     }
     out
 }
 
 fn key_attr(cx: &mut Ctxt, attr: &Attribute) -> KeyAttr {
-    let mut k = KeyAttr { timestamp: false, nfc: false, lowercase: false };
+    let mut k = KeyAttr {
+        timestamp: false,
+        nfc: false,
+        lowercase: false,
+    };
     if let syn::Meta::Path(_) = attr.meta {
         return k;
     }

@@ -19,6 +19,10 @@ impl Ctxt {
     }
 
     pub fn check(self) -> Result<(), Vec<syn::Error>> {
-        if self.errors.is_empty() { Ok(()) } else { Err(self.errors) }
+        if self.errors.is_empty() {
+            Ok(())
+        } else {
+            Err(self.errors)
+        }
     }
 }

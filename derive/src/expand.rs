@@ -105,12 +105,20 @@ pub fn random_id(input: &DeriveInput) -> Result<TokenStream, Vec<syn::Error>> {
     let (impl_g, ty_g, where_clause) = input.generics.split_for_impl();
     let p = quote!(::natural_key::__private);
 
-    let id = input.fields.iter().find(|f| f.id).expect("validated: one #[id] field");
+    let id = input
+        .fields
+        .iter()
+        .find(|f| f.id)
+        .expect("validated: one #[id] field");
     let (id_member, id_ty) = (id.ident, id.ty);
     // Spanned on the field type: a non-Ulid `#[id]` field is reported there. The argument
     // `&self.<member>` runs from the type's first token (`quote_spanned!`) to the member ident,
     // respanned to the type's last token, so the error covers the whole type on stable too.
-    let id_last = id_ty.to_token_stream().into_iter().last().map_or(id_ty.span(), |t| t.span());
+    let id_last = id_ty
+        .to_token_stream()
+        .into_iter()
+        .last()
+        .map_or(id_ty.span(), |t| t.span());
     let mut id_member = id_member.clone();
     id_member.set_span(id_last);
     let id_expr = quote_spanned! {id_ty.span()=>

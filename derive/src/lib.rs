@@ -20,7 +20,9 @@ use syn::{parse_macro_input, DeriveInput};
 #[proc_macro_derive(NaturalKey, attributes(key, natural_key))]
 pub fn derive_natural_key(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    expand::natural_key(&input).unwrap_or_else(to_compile_errors).into()
+    expand::natural_key(&input)
+        .unwrap_or_else(to_compile_errors)
+        .into()
 }
 
 /// Derives `natural_key::RandomId` for event types: the id is the `#[id]` field (a `Ulid`
@@ -29,7 +31,9 @@ pub fn derive_natural_key(input: TokenStream) -> TokenStream {
 #[proc_macro_derive(RandomId, attributes(id, idempotency_key, natural_key))]
 pub fn derive_random_id(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    expand::random_id(&input).unwrap_or_else(to_compile_errors).into()
+    expand::random_id(&input)
+        .unwrap_or_else(to_compile_errors)
+        .into()
 }
 
 fn to_compile_errors(errors: Vec<syn::Error>) -> proc_macro2::TokenStream {

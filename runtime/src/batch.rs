@@ -50,7 +50,11 @@ pub struct BatchReport {
 impl BatchReport {
     /// Documents processed so far (successes and failures).
     pub fn processed(&self) -> u64 {
-        self.inserted + self.updated + self.unchanged + self.already_applied + self.failures.len() as u64
+        self.inserted
+            + self.updated
+            + self.unchanged
+            + self.already_applied
+            + self.failures.len() as u64
     }
 
     fn count(&mut self, o: Outcome) {
@@ -76,7 +80,12 @@ struct Options<'a> {
 
 impl Default for Options<'_> {
     fn default() -> Self {
-        Options { batch_size: DEFAULT_BATCH_SIZE, mode: WriteMode::Merge, retry: RetryPolicy::none(), progress: None }
+        Options {
+            batch_size: DEFAULT_BATCH_SIZE,
+            mode: WriteMode::Merge,
+            retry: RetryPolicy::none(),
+            progress: None,
+        }
     }
 }
 
@@ -130,7 +139,11 @@ where
     I: IntoIterator,
     I::Item: Borrow<T>,
 {
-    UpsertMany { coll, docs: docs.into_iter(), opts: Options::default() }
+    UpsertMany {
+        coll,
+        docs: docs.into_iter(),
+        opts: Options::default(),
+    }
 }
 
 /// Builder returned by [`upsert_many`]; `.await` it.
@@ -174,7 +187,11 @@ where
     S: Stream + Send + 'a,
     S::Item: Borrow<T> + Send + Sync,
 {
-    UpsertStream { coll, docs, opts: Options::default() }
+    UpsertStream {
+        coll,
+        docs,
+        opts: Options::default(),
+    }
 }
 
 /// Builder returned by [`upsert_stream`]; `.await` it.
@@ -217,7 +234,11 @@ struct Item<D> {
     doc: D,
 }
 
-async fn run_upserts<'a, T, S>(coll: &'a Collection<T>, docs: S, mut opts: Options<'a>) -> Result<BatchReport, Error>
+async fn run_upserts<'a, T, S>(
+    coll: &'a Collection<T>,
+    docs: S,
+    mut opts: Options<'a>,
+) -> Result<BatchReport, Error>
 where
     T: NaturalKey + Send + Sync,
     S: Stream + Send + 'a,
@@ -238,17 +259,45 @@ where
                     // A batch holds each identity once, so the batch means the same as writing
                     // its documents one after another.
                     if identities.contains(&prepared.identity) {
-                        flush(&raw, &db, &mut batch, &mut identities, &mut report, &mut opts).await?;
+                        flush(
+                            &raw,
+                            &db,
+                            &mut batch,
+                            &mut identities,
+                            &mut report,
+                            &mut opts,
+                        )
+                        .await?;
                     }
                     identities.insert(prepared.identity.clone());
-                    batch.push(Item { index, prepared, doc });
+                    batch.push(Item {
+                        index,
+                        prepared,
+                        doc,
+                    });
                     if batch.len() >= opts.batch_size {
-                        flush(&raw, &db, &mut batch, &mut identities, &mut report, &mut opts).await?;
+                        flush(
+                            &raw,
+                            &db,
+                            &mut batch,
+                            &mut identities,
+                            &mut report,
+                            &mut opts,
+                        )
+                        .await?;
                     }
                 }
             }
         }
-        flush(&raw, &db, &mut batch, &mut identities, &mut report, &mut opts).await?;
+        flush(
+            &raw,
+            &db,
+            &mut batch,
+            &mut identities,
+            &mut report,
+            &mut opts,
+        )
+        .await?;
         Ok(report)
     }
     .instrument(span)
@@ -272,7 +321,10 @@ async fn flush<T: NaturalKey, D: Borrow<T>>(
     }
     let items = std::mem::take(batch);
     identities.clear();
-    let results = opts.retry.run("upsert_many", || upsert_batch(raw, db, &items, opts.mode)).await?;
+    let results = opts
+        .retry
+        .run("upsert_many", || upsert_batch(raw, db, &items, opts.mode))
+        .await?;
     for (item, result) in items.iter().zip(results) {
         match result {
             Ok(o) => report.count(o),
@@ -320,7 +372,10 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
             break;
         }
         // Round trip 1: the stored `_id`, hash and write token of every pending identity.
-        let wanted: Vec<&str> = pending.iter().map(|&i| items[i].prepared.identity.as_str()).collect();
+        let wanted: Vec<&str> = pending
+            .iter()
+            .map(|&i| items[i].prepared.identity.as_str())
+            .collect();
         let stored: HashMap<String, Document> = raw
             .find(doc! { IDENTITY_FIELD: { "$in": &wanted } })
             .projection(doc! { "_id": 1, HASH_FIELD: 1, IDENTITY_FIELD: 1, WRITE_FIELD: 1 })
@@ -340,7 +395,10 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
         for &i in &pending {
             let p = &items[i].prepared;
             let found = stored.get(&p.identity);
-            let hash = found.and_then(|d| d.get(HASH_FIELD)).cloned().unwrap_or(Bson::Null);
+            let hash = found
+                .and_then(|d| d.get(HASH_FIELD))
+                .cloned()
+                .unwrap_or(Bson::Null);
             if let Some(d) = found {
                 let id = d.get("_id").cloned().unwrap_or(Bson::Null);
                 if id != Bson::String(p.id_text.clone()) {
@@ -357,7 +415,9 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
                 }
                 if hash == Bson::String(p.hash.clone()) {
                     let ours = match (&uncertain[i], d.get_str(WRITE_FIELD)) {
-                        (Some((t, inserted)), Ok(stored_token)) if t == stored_token => Some(*inserted),
+                        (Some((t, inserted)), Ok(stored_token)) if t == stored_token => {
+                            Some(*inserted)
+                        }
                         _ => None,
                     };
                     results[i] = Some(Ok(match ours {
@@ -373,7 +433,11 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
             let insert = found.is_none();
             if insert && uncertain[i].is_none() {
                 body.insert("_id", p.id_text.clone());
-                inserts.push(Statement { item: i, insert, doc: body });
+                inserts.push(Statement {
+                    item: i,
+                    insert,
+                    doc: body,
+                });
                 continue;
             }
             // Update: applies only if the stored hash is still the one just read; otherwise the
@@ -390,7 +454,11 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
                 WriteMode::Replace => body,
             };
             let statement = doc! { "q": filter, "u": update, "upsert": true, "multi": false };
-            updates.push(Statement { item: i, insert, doc: statement });
+            updates.push(Statement {
+                item: i,
+                insert,
+                doc: statement,
+            });
         }
         if inserts.is_empty() && updates.is_empty() {
             break;
@@ -399,7 +467,10 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
         // Round trip 2 (and 3): the write commands, or one per statement once an engine
         // refused a statement without telling which (see `one_by_one`).
         let mut next = Vec::new();
-        for (command, field, group) in [("insert", "documents", inserts), ("update", "updates", updates)] {
+        for (command, field, group) in [
+            ("insert", "documents", inserts),
+            ("update", "updates", updates),
+        ] {
             let chunks: Vec<std::ops::Range<usize>> = if one_by_one {
                 (0..group.len()).map(|k| k..k + 1).collect()
             } else if group.is_empty() {
@@ -440,7 +511,11 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
                     .flatten()
                     .filter_map(Bson::as_document)
                     .map(|e| {
-                        let code = e.get("code").and_then(as_index).map(|c| c as i32).unwrap_or(0);
+                        let code = e
+                            .get("code")
+                            .and_then(as_index)
+                            .map(|c| c as i32)
+                            .unwrap_or(0);
                         (code, e.get_str("errmsg").unwrap_or_default().to_string())
                     })
                     .collect();
@@ -448,16 +523,25 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
                     let inserts = sent.iter().filter(|s| s.insert).count();
                     let upserted: HashSet<usize> = reply
                         .get_array("upserted")
-                        .map(|a| a.iter().filter_map(|u| u.as_document()?.get("index").and_then(as_index)).collect())
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|u| u.as_document()?.get("index").and_then(as_index))
+                                .collect()
+                        })
                         .unwrap_or_default();
                     for (k, s) in sent.iter().enumerate() {
                         let id = items[s.item].prepared.id;
                         // An upserting insert that matched adopted a document written by other
                         // code (or by a concurrent writer since our read).
                         let inserted = s.insert
-                            && (command == "insert" || upserted.len() == inserts || upserted.contains(&k));
-                        results[s.item] =
-                            Some(Ok(if inserted { Outcome::Inserted(id) } else { Outcome::Updated(id) }));
+                            && (command == "insert"
+                                || upserted.len() == inserts
+                                || upserted.contains(&k));
+                        results[s.item] = Some(Ok(if inserted {
+                            Outcome::Inserted(id)
+                        } else {
+                            Outcome::Updated(id)
+                        }));
                     }
                 } else if let [s] = sent {
                     match errors.into_iter().next() {
@@ -496,7 +580,11 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
         .enumerate()
         .map(|(i, r)| {
             r.unwrap_or_else(|| {
-                Err(Error::Contention { collection: namespace(), id: items[i].prepared.id, attempts: MAX_ROUNDS })
+                Err(Error::Contention {
+                    collection: namespace(),
+                    id: items[i].prepared.id,
+                    attempts: MAX_ROUNDS,
+                })
             })
         })
         .collect())
@@ -530,7 +618,11 @@ where
     I: IntoIterator,
     I::Item: Borrow<T>,
 {
-    InsertMany { coll, docs: events.into_iter(), opts: Options::default() }
+    InsertMany {
+        coll,
+        docs: events.into_iter(),
+        opts: Options::default(),
+    }
 }
 
 /// Builder returned by [`insert_many`]; `.await` it.
@@ -555,7 +647,11 @@ where
     type IntoFuture = BoxFuture<'a, Self::Output>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(run_inserts(self.coll, futures_util::stream::iter(self.docs), self.opts))
+        Box::pin(run_inserts(
+            self.coll,
+            futures_util::stream::iter(self.docs),
+            self.opts,
+        ))
     }
 }
 
@@ -566,7 +662,11 @@ where
     S: Stream + Send + 'a,
     S::Item: Borrow<T> + Send,
 {
-    InsertStream { coll, docs: events, opts: Options::default() }
+    InsertStream {
+        coll,
+        docs: events,
+        opts: Options::default(),
+    }
 }
 
 /// Builder returned by [`insert_stream`]; `.await` it.
@@ -600,7 +700,11 @@ struct Event {
     prepared: PreparedEvent,
 }
 
-async fn run_inserts<'a, T, S>(coll: &'a Collection<T>, docs: S, mut opts: Options<'a>) -> Result<BatchReport, Error>
+async fn run_inserts<'a, T, S>(
+    coll: &'a Collection<T>,
+    docs: S,
+    mut opts: Options<'a>,
+) -> Result<BatchReport, Error>
 where
     T: RandomId + Send + Sync,
     S: Stream + Send + 'a,
@@ -624,7 +728,10 @@ where
             }
             if !batch.is_empty() && (end || batch.len() >= opts.batch_size) {
                 let events = std::mem::take(&mut batch);
-                let results = opts.retry.run("insert_many", || insert_batch(&raw, &db, &events)).await?;
+                let results = opts
+                    .retry
+                    .run("insert_many", || insert_batch(&raw, &db, &events))
+                    .await?;
                 for (e, r) in events.iter().zip(results) {
                     match r {
                         Ok(o) => report.count(o),
@@ -656,12 +763,20 @@ async fn insert_batch(
         .run_command(doc! { "insert": raw.name(), "documents": documents, "ordered": false })
         .await
         .map_err(classify)?;
-    let mut results: Vec<Result<Outcome, Error>> =
-        events.iter().map(|e| Ok(Outcome::Inserted(e.prepared.id))).collect();
+    let mut results: Vec<Result<Outcome, Error>> = events
+        .iter()
+        .map(|e| Ok(Outcome::Inserted(e.prepared.id)))
+        .collect();
     let mut duplicates = Vec::new();
     if let Ok(errors) = reply.get_array("writeErrors") {
         for e in errors.iter().filter_map(Bson::as_document) {
-            let Some(k) = e.get("index").and_then(as_index).filter(|&k| k < events.len()) else { continue };
+            let Some(k) = e
+                .get("index")
+                .and_then(as_index)
+                .filter(|&k| k < events.len())
+            else {
+                continue;
+            };
             let code = e.get("code").and_then(as_index).map(|c| c as i32);
             if code == Some(DUPLICATE_KEY) {
                 duplicates.push(k);
@@ -679,12 +794,20 @@ async fn insert_batch(
         return Ok(results);
     }
     // One read: which of the refused events are already stored (by id or idempotency key)?
-    let ids: Vec<String> = duplicates.iter().map(|&k| events[k].prepared.id.to_string()).collect();
-    let keys: Vec<&str> = duplicates.iter().filter_map(|&k| events[k].prepared.idempotency_key.as_deref()).collect();
+    let ids: Vec<String> = duplicates
+        .iter()
+        .map(|&k| events[k].prepared.id.to_string())
+        .collect();
+    let keys: Vec<&str> = duplicates
+        .iter()
+        .filter_map(|&k| events[k].prepared.idempotency_key.as_deref())
+        .collect();
     let mut by_id: HashSet<String> = HashSet::new();
     let mut by_key: HashMap<String, String> = HashMap::new();
     let mut cursor = raw
-        .find(doc! { "$or": [ { "_id": { "$in": &ids } }, { IDEMPOTENCY_FIELD: { "$in": &keys } } ] })
+        .find(
+            doc! { "$or": [ { "_id": { "$in": &ids } }, { IDEMPOTENCY_FIELD: { "$in": &keys } } ] },
+        )
         .projection(doc! { "_id": 1, IDEMPOTENCY_FIELD: 1 })
         .batch_size(duplicates.len() as u32 * 2 + 1)
         .await
@@ -704,12 +827,19 @@ async fn insert_batch(
         let stored = if by_id.contains(&p.id.to_string()) {
             Some(p.id)
         } else {
-            p.idempotency_key.as_ref().and_then(|key| by_key.get(key)).and_then(|s| s.parse::<Ulid>().ok())
+            p.idempotency_key
+                .as_ref()
+                .and_then(|key| by_key.get(key))
+                .and_then(|s| s.parse::<Ulid>().ok())
         };
         results[k] = match stored {
             Some(id) => Ok(Outcome::AlreadyApplied(id)),
             // Refused as a duplicate yet not found: deleted in between. Transient: retry.
-            None => Err(Error::Contention { collection: raw.namespace().to_string(), id: p.id, attempts: 1 }),
+            None => Err(Error::Contention {
+                collection: raw.namespace().to_string(),
+                id: p.id,
+                attempts: 1,
+            }),
         };
     }
     Ok(results)

@@ -106,7 +106,9 @@ impl<'de> serde::Deserialize<'de> for ContentHash {
 pub fn canonical_hash<T: Serialize + ?Sized>(value: &T) -> Result<ContentHash, Error> {
     let mut h = Sha256::new();
     h.update(CONTENT_PREFIX);
-    value.serialize(&mut Canon { out: &mut h }).map_err(Error::serialize::<T>)?;
+    value
+        .serialize(&mut Canon { out: &mut h })
+        .map_err(Error::serialize::<T>)?;
     Ok(ContentHash(h.finalize().into()))
 }
 
@@ -365,7 +367,11 @@ impl<'a, 'b, S: Sink> ser::Serializer for &'a mut Canon<'b, S> {
     }
     fn serialize_map(self, len: Option<usize>) -> Result<MapCanon<'a, S>, CanonError> {
         let n = len.unwrap_or(0);
-        Ok(MapCanon { out: self.out, buf: Vec::with_capacity(n * 32), spans: Vec::with_capacity(n) })
+        Ok(MapCanon {
+            out: self.out,
+            buf: Vec::with_capacity(n * 32),
+            spans: Vec::with_capacity(n),
+        })
     }
     fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<Self, CanonError> {
         self.byte(tag::STRUCT);
@@ -410,7 +416,11 @@ macro_rules! struct_like {
         impl<S: Sink> ser::$trait for &mut Canon<'_, S> {
             type Ok = ();
             type Error = CanonError;
-            fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> R {
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> R {
                 self.str(key);
                 value.serialize(&mut **self)
             }
@@ -455,7 +465,8 @@ impl<S: Sink> ser::SerializeMap for MapCanon<'_, S> {
     }
     fn end(mut self) -> R {
         let buf = &self.buf;
-        self.spans.sort_unstable_by(|a, b| buf[a.0..a.2].cmp(&buf[b.0..b.2]));
+        self.spans
+            .sort_unstable_by(|a, b| buf[a.0..a.2].cmp(&buf[b.0..b.2]));
         self.out.put(&[tag::MAP]);
         for &(k, _, e) in &self.spans {
             self.out.put(&buf[k..e]);
@@ -509,7 +520,10 @@ mod tests {
             }
         }
         let e = canonical_hash(&Bad).unwrap_err();
-        assert!(matches!(e, Error::Serialize { ref message, .. } if message == "boom"), "{e}");
+        assert!(
+            matches!(e, Error::Serialize { ref message, .. } if message == "boom"),
+            "{e}"
+        );
     }
 
     #[test]

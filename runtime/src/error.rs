@@ -160,15 +160,19 @@ impl Error {
     }
 
     pub(crate) fn serialize<T: ?Sized>(message: impl fmt::Display) -> Self {
-        Error::Serialize { type_name: std::any::type_name::<T>(), message: message.to_string() }
+        Error::Serialize {
+            type_name: std::any::type_name::<T>(),
+            message: message.to_string(),
+        }
     }
 }
 
 /// Server error codes after which the same command may succeed (the retryable-reads/writes
 /// specifications' lists: not primary, node recovering or shutting down, host unreachable,
 /// network timeout, socket exception, exceeded time limit).
-const TRANSIENT_CODES: &[i32] =
-    &[11600, 11602, 10107, 13435, 13436, 10058, 189, 91, 7, 6, 89, 9001, 134, 262];
+const TRANSIENT_CODES: &[i32] = &[
+    11600, 11602, 10107, 13435, 13436, 10058, 189, 91, 7, 6, 89, 9001, 134, 262,
+];
 
 pub(crate) const DUPLICATE_KEY: i32 = 11000;
 
@@ -196,14 +200,20 @@ pub(crate) fn is_duplicate_key(e: &mongodb::error::Error) -> bool {
 pub fn classify(e: mongodb::error::Error) -> Error {
     use mongodb::error::ErrorKind;
     let transient = match e.kind.as_ref() {
-        ErrorKind::Io(_) | ErrorKind::ConnectionPoolCleared { .. } | ErrorKind::ServerSelection { .. } => true,
+        ErrorKind::Io(_)
+        | ErrorKind::ConnectionPoolCleared { .. }
+        | ErrorKind::ServerSelection { .. } => true,
         _ => {
             e.contains_label("RetryableWriteError")
                 || e.contains_label("TransientTransactionError")
                 || server_code(&e).is_some_and(|c| TRANSIENT_CODES.contains(&c))
         }
     };
-    if transient { Error::Transient(e) } else { Error::Database(e) }
+    if transient {
+        Error::Transient(e)
+    } else {
+        Error::Database(e)
+    }
 }
 
 impl From<mongodb::error::Error> for Error {

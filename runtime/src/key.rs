@@ -222,14 +222,24 @@ impl KeyPart for KeyValue<'_> {
 /// assert_eq!(id.to_string(), "01HF7YAT002BC0VWVKC580KT23");
 /// # Ok::<(), natural_key_runtime::KeyError>(())
 /// ```
-pub fn compute_id(scheme: Scheme, keys: &[KeyValue<'_>], timestamp_ms: i128) -> Result<Ulid, KeyError> {
+pub fn compute_id(
+    scheme: Scheme,
+    keys: &[KeyValue<'_>],
+    timestamp_ms: i128,
+) -> Result<Ulid, KeyError> {
     let digest = compute_identity(scheme, keys)?;
-    Ok(ulid_from(check_timestamp("timestamp", timestamp_ms)?, &digest.0))
+    Ok(ulid_from(
+        check_timestamp("timestamp", timestamp_ms)?,
+        &digest.0,
+    ))
 }
 
 /// The identity digest (what `_nk_identity` stores, hex) of run-time key values; see
 /// [`compute_id`].
-pub fn compute_identity(scheme: Scheme, keys: &[KeyValue<'_>]) -> Result<crate::ContentHash, KeyError> {
+pub fn compute_identity(
+    scheme: Scheme,
+    keys: &[KeyValue<'_>],
+) -> Result<crate::ContentHash, KeyError> {
     let mut sink = KeySink::new(scheme, false);
     for k in keys {
         sink.part("key", k, Normalize::NONE)?;
@@ -250,7 +260,10 @@ pub struct Normalize {
 
 impl Normalize {
     /// No normalization.
-    pub const NONE: Normalize = Normalize { lowercase: false, nfc: false };
+    pub const NONE: Normalize = Normalize {
+        lowercase: false,
+        nfc: false,
+    };
 
     fn apply<'a>(self, v: KeyValue<'a>) -> KeyValue<'a> {
         match v {
@@ -317,7 +330,11 @@ impl KeySink {
             }
             SinkMode::Hash(h)
         };
-        KeySink { scheme, fields: 0, mode }
+        KeySink {
+            scheme,
+            fields: 0,
+            mode,
+        }
     }
 
     fn finish(self) -> [u8; 32] {
@@ -353,8 +370,10 @@ impl KeySink {
             (SinkMode::Hash(h), Scheme::Default { .. }) => {
                 let tag = v.tag();
                 v.with_bytes(|b| {
-                    let len = u32::try_from(b.len())
-                        .map_err(|_| KeyError::TooLong { field, len: b.len() })?;
+                    let len = u32::try_from(b.len()).map_err(|_| KeyError::TooLong {
+                        field,
+                        len: b.len(),
+                    })?;
                     h.update([tag]);
                     h.update(len.to_be_bytes());
                     h.update(b);
@@ -477,7 +496,11 @@ impl KeyTimestamp for std::time::SystemTime {
             Err(e) => {
                 let d = e.duration();
                 let ms = d.as_millis() as i128;
-                if d.subsec_nanos() % 1_000_000 != 0 { -(ms + 1) } else { -ms }
+                if d.subsec_nanos() % 1_000_000 != 0 {
+                    -(ms + 1)
+                } else {
+                    -ms
+                }
             }
         }
     }
@@ -531,19 +554,37 @@ mod tests {
     #[test]
     fn timestamp_range_is_checked_not_clamped() {
         assert_eq!(check_timestamp("t", 0), Ok(0));
-        assert_eq!(check_timestamp("t", MAX_TIMESTAMP_MS as i128), Ok(MAX_TIMESTAMP_MS));
+        assert_eq!(
+            check_timestamp("t", MAX_TIMESTAMP_MS as i128),
+            Ok(MAX_TIMESTAMP_MS)
+        );
         assert_eq!(
             check_timestamp("t", MAX_TIMESTAMP_MS as i128 + 1),
-            Err(KeyError::TimestampOutOfRange { field: "t", millis: MAX_TIMESTAMP_MS as i128 + 1 })
+            Err(KeyError::TimestampOutOfRange {
+                field: "t",
+                millis: MAX_TIMESTAMP_MS as i128 + 1
+            })
         );
-        assert_eq!(check_timestamp("t", -1), Err(KeyError::TimestampOutOfRange { field: "t", millis: -1 }));
+        assert_eq!(
+            check_timestamp("t", -1),
+            Err(KeyError::TimestampOutOfRange {
+                field: "t",
+                millis: -1
+            })
+        );
     }
 
     #[test]
     fn normalization() {
-        let n = Normalize { lowercase: true, nfc: true };
+        let n = Normalize {
+            lowercase: true,
+            nfc: true,
+        };
         // "CAFE\u{301}" (E + combining acute) lowercases and composes to "café".
-        assert_eq!(n.apply(KeyValue::Str("CAFE\u{301}".into())), KeyValue::Str("caf\u{e9}".into()));
+        assert_eq!(
+            n.apply(KeyValue::Str("CAFE\u{301}".into())),
+            KeyValue::Str("caf\u{e9}".into())
+        );
         assert_eq!(n.apply(KeyValue::Int(5)), KeyValue::Int(5));
     }
 

@@ -18,7 +18,9 @@ pub use batch::{
 };
 pub use content::{canonical_hash, ContentHash, ParseContentHashError};
 pub use error::{classify, Error, KeyError};
-pub use key::{compute_id, compute_identity, KeyPart, KeyTimestamp, KeyValue, Scheme, MAX_TIMESTAMP_MS};
+pub use key::{
+    compute_id, compute_identity, KeyPart, KeyTimestamp, KeyValue, Scheme, MAX_TIMESTAMP_MS,
+};
 pub use retry::RetryPolicy;
 pub use traits::{NaturalKey, RandomId};
 pub use write::{
@@ -39,10 +41,10 @@ pub mod __private {
     pub use crate::traits::Indexes;
     pub use crate::write::{idempotency_index, identity_index};
     pub use mongodb::IndexModel;
-    pub use std::result::Result;
-    pub use std::vec::Vec;
-    pub use std::string::String;
     pub use std::option::Option;
+    pub use std::result::Result;
+    pub use std::string::String;
+    pub use std::vec::Vec;
 
     /// The `#[id]` field's value; only a `Ulid` is accepted.
     pub fn ulid_of(id: &ulid::Ulid) -> ulid::Ulid {

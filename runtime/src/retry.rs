@@ -46,7 +46,10 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// One attempt, no retry.
     pub fn none() -> Self {
-        RetryPolicy { max_attempts: 1, ..Self::default() }
+        RetryPolicy {
+            max_attempts: 1,
+            ..Self::default()
+        }
     }
 
     /// Total attempts including the first (at least 1).
@@ -91,7 +94,11 @@ impl RetryPolicy {
             .with_max_delay(self.max_backoff)
             .with_factor(2.0)
             .without_max_times();
-        if self.jitter { b.with_jitter().build() } else { b.build() }
+        if self.jitter {
+            b.with_jitter().build()
+        } else {
+            b.build()
+        }
     }
 
     /// Runs `op` until it succeeds, fails permanently, or the policy is exhausted; the last
@@ -130,7 +137,11 @@ mod tests {
     use std::cell::Cell;
 
     fn transient() -> Error {
-        Error::Contention { collection: "db.c".into(), id: ulid::Ulid::nil(), attempts: 1 }
+        Error::Contention {
+            collection: "db.c".into(),
+            id: ulid::Ulid::nil(),
+            attempts: 1,
+        }
     }
 
     #[tokio::test]
@@ -141,7 +152,13 @@ mod tests {
             .run("t", || {
                 calls.set(calls.get() + 1);
                 let n = calls.get();
-                async move { if n < 4 { Err(transient()) } else { Ok(n) } }
+                async move {
+                    if n < 4 {
+                        Err(transient())
+                    } else {
+                        Ok(n)
+                    }
+                }
             })
             .await;
         assert_eq!(r.unwrap(), 4);
@@ -150,7 +167,9 @@ mod tests {
     #[tokio::test]
     async fn stops_at_max_attempts() {
         let calls = Cell::new(0);
-        let p = RetryPolicy::default().max_attempts(3).initial_backoff(Duration::from_millis(1));
+        let p = RetryPolicy::default()
+            .max_attempts(3)
+            .initial_backoff(Duration::from_millis(1));
         let r: Result<(), _> = p
             .run("t", || {
                 calls.set(calls.get() + 1);

@@ -125,7 +125,12 @@ pub fn idempotency_index() -> IndexModel {
 fn unique_index(field: &str, name: &str) -> IndexModel {
     IndexModel::builder()
         .keys(doc! { field: 1 })
-        .options(IndexOptions::builder().unique(true).name(name.to_string()).build())
+        .options(
+            IndexOptions::builder()
+                .unique(true)
+                .name(name.to_string())
+                .build(),
+        )
         .build()
 }
 
@@ -168,7 +173,12 @@ pub struct Upsert<'a, T: Send + Sync> {
 
 impl<'a, T: NaturalKey + Send + Sync> Upsert<'a, T> {
     pub(crate) fn new(doc: &'a T, coll: &'a Collection<T>) -> Self {
-        Upsert { doc, coll, mode: WriteMode::Merge, retry: RetryPolicy::none() }
+        Upsert {
+            doc,
+            coll,
+            mode: WriteMode::Merge,
+            retry: RetryPolicy::none(),
+        }
     }
 
     /// Retries transient failures (network, timeouts, elections) under `policy`. Safe: a retry
@@ -217,7 +227,13 @@ impl Prepared {
         let mut body = to_body(doc)?;
         body.insert(IDENTITY_FIELD, identity.clone());
         body.insert(HASH_FIELD, hash.clone());
-        Ok(Prepared { id, id_text: id.to_string(), identity, hash, body })
+        Ok(Prepared {
+            id,
+            id_text: id.to_string(),
+            identity,
+            hash,
+            body,
+        })
     }
 }
 
@@ -270,7 +286,9 @@ pub(crate) async fn upsert_prepared(
                 let filter = doc! { "_id": &p.id_text };
                 let result = match mode {
                     WriteMode::Merge => {
-                        raw.update_one(filter, doc! { "$set": &p.body }).upsert(true).await
+                        raw.update_one(filter, doc! { "$set": &p.body })
+                            .upsert(true)
+                            .await
                     }
                     WriteMode::Replace => raw.replace_one(filter, &p.body).upsert(true).await,
                 };
@@ -284,7 +302,11 @@ pub(crate) async fn upsert_prepared(
             }
         }
     }
-    Err(Error::Contention { collection: raw.namespace().to_string(), id: p.id, attempts: MAX_ROUNDS })
+    Err(Error::Contention {
+        collection: raw.namespace().to_string(),
+        id: p.id,
+        attempts: MAX_ROUNDS,
+    })
 }
 
 impl<'a, T: NaturalKey + Send + Sync> IntoFuture for Upsert<'a, T> {
@@ -293,7 +315,12 @@ impl<'a, T: NaturalKey + Send + Sync> IntoFuture for Upsert<'a, T> {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
-            let Upsert { doc, coll, mode, retry } = self;
+            let Upsert {
+                doc,
+                coll,
+                mode,
+                retry,
+            } = self;
             let span = tracing::info_span!(
                 "natural_key.upsert",
                 collection = %namespace(coll),
@@ -340,7 +367,11 @@ pub struct Insert<'a, T: Send + Sync> {
 
 impl<'a, T: RandomId + Send + Sync> Insert<'a, T> {
     pub(crate) fn new(doc: &'a T, coll: &'a Collection<T>) -> Self {
-        Insert { doc, coll, retry: RetryPolicy::none() }
+        Insert {
+            doc,
+            coll,
+            retry: RetryPolicy::none(),
+        }
     }
 
     /// Retries transient failures under `policy`. Safe: a retry whose first attempt landed
@@ -366,7 +397,11 @@ impl PreparedEvent {
         if let Some(k) = &idempotency_key {
             body.insert(IDEMPOTENCY_FIELD, k.clone());
         }
-        Ok(PreparedEvent { id, idempotency_key, body })
+        Ok(PreparedEvent {
+            id,
+            idempotency_key,
+            body,
+        })
     }
 }
 
@@ -377,7 +412,13 @@ pub(crate) async fn already_applied(
     p: &PreparedEvent,
 ) -> Result<Option<Ulid>, Error> {
     let id_text = p.id.to_string();
-    if raw.find_one(doc! { "_id": &id_text }).projection(doc! { "_id": 1 }).await.map_err(classify)?.is_some() {
+    if raw
+        .find_one(doc! { "_id": &id_text })
+        .projection(doc! { "_id": 1 })
+        .await
+        .map_err(classify)?
+        .is_some()
+    {
         return Ok(Some(p.id));
     }
     if let Some(k) = &p.idempotency_key {
@@ -388,10 +429,15 @@ pub(crate) async fn already_applied(
             .map_err(classify)?
         {
             let text = stored_id_text(&stored);
-            return text.parse().map(Some).map_err(|_| Error::UnexpectedDocument {
-                collection: raw.namespace().to_string(),
-                message: format!("_id {text} of the event with idempotency key {k:?} is not a ULID"),
-            });
+            return text
+                .parse()
+                .map(Some)
+                .map_err(|_| Error::UnexpectedDocument {
+                    collection: raw.namespace().to_string(),
+                    message: format!(
+                        "_id {text} of the event with idempotency key {k:?} is not a ULID"
+                    ),
+                });
         }
     }
     Ok(None)
@@ -412,7 +458,11 @@ pub(crate) async fn insert_prepared(
             Err(e) => return Err(classify(e)),
         }
     }
-    Err(Error::Contention { collection: raw.namespace().to_string(), id: p.id, attempts: MAX_ROUNDS })
+    Err(Error::Contention {
+        collection: raw.namespace().to_string(),
+        id: p.id,
+        attempts: MAX_ROUNDS,
+    })
 }
 
 impl<'a, T: RandomId + Send + Sync> IntoFuture for Insert<'a, T> {

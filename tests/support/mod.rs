@@ -41,13 +41,27 @@ pub fn db_up(args: &[&str], env: &[(&str, &str)]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8(out.stdout).unwrap();
-    stdout.lines().last().expect("scripts/db up prints the URI last").trim().to_string()
+    stdout
+        .lines()
+        .last()
+        .expect("scripts/db up prints the URI last")
+        .trim()
+        .to_string()
 }
 
 pub fn db_down(env: &[(&str, &str)]) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
-    let out = Command::new("bash").arg(&script).arg("down").envs(env.iter().copied()).output().unwrap();
-    assert!(out.status.success(), "scripts/db down failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg("down")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scripts/db down failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Counts the commands a client sends, by name (`find`, `update`, `insert`, ...).
@@ -60,7 +74,10 @@ impl Commands {
     }
     /// Write commands sent so far.
     pub fn writes(&self) -> usize {
-        ["insert", "update", "delete", "findAndModify"].iter().map(|n| self.count(n)).sum()
+        ["insert", "update", "delete", "findAndModify"]
+            .iter()
+            .map(|n| self.count(n))
+            .sum()
     }
     pub fn total(&self) -> usize {
         self.0.lock().unwrap().values().sum()

@@ -70,10 +70,16 @@ impl Faults {
             ("drop_request", self.drop_request),
             ("reset_mid_reply", self.reset_mid_reply),
         ] {
-            assert!((0.0..=1.0).contains(&p), "Faults::{name} = {p} is not a probability");
+            assert!(
+                (0.0..=1.0).contains(&p),
+                "Faults::{name} = {p} is not a probability"
+            );
         }
         let sum = self.drop_reply_after_apply + self.drop_request + self.reset_mid_reply;
-        assert!(sum <= 1.0 + 1e-9, "the fault probabilities sum to {sum} > 1");
+        assert!(
+            sum <= 1.0 + 1e-9,
+            "the fault probabilities sum to {sum} > 1"
+        );
     }
 
     /// The decision for a uniform draw `u` in `[0, 1)`.
@@ -196,7 +202,9 @@ impl Proxy {
     /// Binds 127.0.0.1:0 and forwards every accepted connection to `upstream`.
     pub async fn start(upstream: SocketAddr, faults: Faults, seed: u64) -> Proxy {
         faults.validate();
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind the proxy");
+        let listener = TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .expect("bind the proxy");
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared {
             upstream,
@@ -205,7 +213,11 @@ impl Proxy {
             stats: Mutex::new(Stats::default()),
         });
         let accept = tokio::spawn(accept_loop(listener, shared.clone()));
-        Proxy { addr, shared, accept }
+        Proxy {
+            addr,
+            shared,
+            accept,
+        }
     }
 
     /// The proxy's own address.
@@ -215,7 +227,10 @@ impl Proxy {
 
     /// `mongodb://127.0.0.1:PORT/?retryWrites=false&directConnection=true`.
     pub fn uri(&self) -> String {
-        format!("mongodb://{}/?retryWrites=false&directConnection=true", self.addr)
+        format!(
+            "mongodb://{}/?retryWrites=false&directConnection=true",
+            self.addr
+        )
     }
 
     /// Changes the faults for write commands arriving from now on (the PRNG stream goes on).
@@ -259,7 +274,11 @@ pub fn upstream_addr(uri: &str) -> SocketAddr {
     let hosts = hosts.rsplit_once('@').map_or(hosts, |(_, h)| h);
     let host = hosts.split(',').next().unwrap();
     let with_port = if host.starts_with('[') {
-        if host.contains("]:") { host.to_string() } else { format!("{host}:27017") }
+        if host.contains("]:") {
+            host.to_string()
+        } else {
+            format!("{host}:27017")
+        }
     } else if host.contains(':') {
         host.to_string()
     } else {
@@ -305,7 +324,9 @@ enum End {
 type Pending = Mutex<HashMap<i32, (String, Fault)>>;
 
 async fn serve(client: TcpStream, shared: Arc<Shared>) {
-    let Ok(upstream) = TcpStream::connect(shared.upstream).await else { return };
+    let Ok(upstream) = TcpStream::connect(shared.upstream).await else {
+        return;
+    };
     let _ = client.set_nodelay(true);
     let _ = upstream.set_nodelay(true);
     let (mut client_r, mut client_w) = client.into_split();
@@ -338,7 +359,9 @@ async fn client_to_upstream(
     shared: &Shared,
 ) -> End {
     loop {
-        let Ok(msg) = read_message(from).await else { return End::Closed };
+        let Ok(msg) = read_message(from).await else {
+            return End::Closed;
+        };
         let header = Header::of(&msg);
         let name = command_name(&msg);
         let fault = shared.on_request(&name);
@@ -347,7 +370,10 @@ async fn client_to_upstream(
         }
         let fire_and_forget = header.op_code == OP_MSG && flags(&msg) & MORE_TO_COME != 0;
         if !fire_and_forget {
-            pending.lock().unwrap().insert(header.request_id, (name, fault));
+            pending
+                .lock()
+                .unwrap()
+                .insert(header.request_id, (name, fault));
         }
         if to.write_all(&msg).await.is_err() {
             return End::Closed;
@@ -358,7 +384,11 @@ async fn client_to_upstream(
                 Fault::ResetMidReply => s.resets += 1,
                 _ => s.replies_dropped += 1,
             });
-            return if fault == Fault::ResetMidReply { End::Reset } else { End::Fault };
+            return if fault == Fault::ResetMidReply {
+                End::Reset
+            } else {
+                End::Fault
+            };
         }
     }
 }
@@ -370,7 +400,9 @@ async fn upstream_to_client(
     shared: &Shared,
 ) -> End {
     loop {
-        let Ok(msg) = read_message(from).await else { return End::Closed };
+        let Ok(msg) = read_message(from).await else {
+            return End::Closed;
+        };
         let header = Header::of(&msg);
         let more = header.op_code == OP_MSG && flags(&msg) & MORE_TO_COME != 0;
         let fault = {
@@ -413,7 +445,11 @@ struct Header {
 
 impl Header {
     fn of(msg: &[u8]) -> Header {
-        Header { request_id: i32_at(msg, 4), response_to: i32_at(msg, 8), op_code: i32_at(msg, 12) }
+        Header {
+            request_id: i32_at(msg, 4),
+            response_to: i32_at(msg, 8),
+            op_code: i32_at(msg, 12),
+        }
     }
 }
 
@@ -422,7 +458,9 @@ fn i32_at(b: &[u8], at: usize) -> i32 {
 }
 
 fn i32_get(b: &[u8], at: usize) -> Option<i32> {
-    Some(i32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
+    Some(i32::from_le_bytes(
+        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
 }
 
 /// OP_MSG flagBits (0 when the message is too short to have them).
@@ -439,7 +477,10 @@ async fn read_message(r: &mut OwnedReadHalf) -> io::Result<Vec<u8>> {
     r.read_exact(&mut header).await?;
     let len = i32::from_le_bytes(header[..4].try_into().unwrap());
     if len < 16 || len as usize > MAX_MESSAGE {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("message length {len}")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("message length {len}"),
+        ));
     }
     let mut msg = vec![0u8; len as usize];
     msg[..16].copy_from_slice(&header);
@@ -467,7 +508,11 @@ fn command_name(msg: &[u8]) -> String {
 /// The kind-0 (body) section of an OP_MSG.
 fn op_msg_body(msg: &[u8]) -> Option<&RawDocument> {
     let flags = flags(msg);
-    let end = if flags & CHECKSUM_PRESENT != 0 { msg.len().checked_sub(4)? } else { msg.len() };
+    let end = if flags & CHECKSUM_PRESENT != 0 {
+        msg.len().checked_sub(4)?
+    } else {
+        msg.len()
+    };
     let mut at = 20;
     while at < end {
         let kind = msg[at];
