@@ -620,3 +620,43 @@ async fn a_stopped_engine_is_a_transient_error_and_nothing_is_half_written() {
     support::db_down(&env);
     let _ = std::fs::remove_dir_all(&state);
 }
+
+/// Captures formatted tracing output.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn upserts_emit_a_span_with_collection_id_and_outcome() {
+    let (coll, _) = posts("tracing").await;
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || sink.clone())
+        .with_ansi(false)
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let p = post("traced", "body");
+    p.upsert(&coll).await.unwrap();
+    p.upsert(&coll).await.unwrap();
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let spans: Vec<&str> = text.lines().filter(|l| l.contains("natural_key.upsert")).collect();
+    assert_eq!(spans.len(), 2, "{text}");
+    let id = p.id().unwrap().to_string();
+    let ns = coll.namespace().to_string();
+    for (line, outcome) in spans.iter().zip(["inserted", "unchanged"]) {
+        assert!(line.contains(&format!("collection={ns}")), "{line}");
+        assert!(line.contains(&format!("id={id}")), "{line}");
+        assert!(line.contains(&format!("outcome=\"{outcome}\"")) || line.contains(&format!("outcome={outcome}")), "{line}");
+    }
+}

@@ -221,3 +221,39 @@ impl From<mongodb::error::Error> for Error {
         classify(e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mongodb::error::ErrorKind;
+
+    #[test]
+    fn network_failures_are_transient() {
+        for kind in [std::io::ErrorKind::ConnectionReset, std::io::ErrorKind::TimedOut, std::io::ErrorKind::UnexpectedEof] {
+            let e: mongodb::error::Error = ErrorKind::from(std::io::Error::from(kind)).into();
+            let classified = classify(e);
+            assert!(classified.is_transient(), "{kind:?} -> {classified:?}");
+        }
+    }
+
+    #[test]
+    fn other_driver_errors_are_permanent() {
+        let e: mongodb::error::Error = ErrorKind::from(std::io::Error::other("x")).into();
+        assert!(classify(e).is_transient(), "any I/O error is a network error");
+        let e = mongodb::error::Error::custom("not a network problem");
+        assert!(!classify(e).is_transient());
+    }
+
+    #[test]
+    fn never_transient_variants() {
+        let e = Error::ImmutableKeyChanged {
+            collection: "db.c".into(),
+            stored_id: "a".into(),
+            derived_id: Ulid::nil(),
+            key: "k".into(),
+        };
+        assert!(!e.is_transient());
+        assert!(!Error::serialize::<u8>("bad").is_transient());
+        assert!(!Error::from(KeyError::Missing { field: "f" }).is_transient());
+    }
+}
