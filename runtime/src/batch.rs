@@ -30,6 +30,12 @@ type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// What a batch write did, counted per document. `failures` holds each document that could
 /// not be written, by its index in the input, with the reason; the others were written (or
 /// left alone) as counted.
+///
+/// ```
+/// let report = natural_key::BatchReport::default();
+/// assert_eq!(report.processed(), 0);
+/// assert!(report.failures.is_empty());
+/// ```
 #[derive(Debug, Default)]
 #[non_exhaustive]
 pub struct BatchReport {
@@ -181,6 +187,22 @@ where
 
 /// [`upsert_many`] over a `Stream`: memory holds at most one batch, so a million-document
 /// ingest runs in constant memory. Progress is reported through `.on_progress`.
+///
+/// ```no_run
+/// # use natural_key::prelude::*;
+/// # #[derive(NaturalKey, Serialize, Deserialize)]
+/// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64 }
+/// # async fn f(coll: natural_key::mongodb::Collection<Post>) -> Result<(), natural_key::Error> {
+/// let posts = futures::stream::iter((0..1_000_000).map(|i| Post {
+///     slug: format!("post-{i}"),
+///     published_at: 1_700_000_000_000 + i,
+/// }));
+/// let report = natural_key::upsert_stream(&coll, posts)
+///     .batch_size(1000)
+///     .on_progress(|r| eprintln!("{} done", r.processed()))
+///     .await?;
+/// # Ok(()) }
+/// ```
 pub fn upsert_stream<'a, T, S>(coll: &'a Collection<T>, docs: S) -> UpsertStream<'a, T, S>
 where
     T: NaturalKey + Send + Sync,
@@ -656,6 +678,17 @@ where
 }
 
 /// [`insert_many`] over a `Stream`, in constant memory.
+///
+/// ```no_run
+/// # use natural_key::prelude::*;
+/// # #[derive(RandomId, Serialize, Deserialize)]
+/// # struct Click { #[id] #[serde(rename = "_id")] id: Ulid, page: String }
+/// # async fn f(coll: natural_key::mongodb::Collection<Click>) -> Result<(), natural_key::Error> {
+/// let clicks = futures::stream::iter((0..10_000).map(|_| Click { id: Ulid::new(), page: "/".into() }));
+/// let report = natural_key::insert_stream(&coll, clicks).await?;
+/// assert_eq!(report.inserted + report.already_applied, 10_000);
+/// # Ok(()) }
+/// ```
 pub fn insert_stream<'a, T, S>(coll: &'a Collection<T>, events: S) -> InsertStream<'a, T, S>
 where
     T: RandomId + Send + Sync,

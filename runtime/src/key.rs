@@ -20,6 +20,13 @@ const DEFAULT_PREFIX: &[u8] = b"natural-key/v1\0";
 /// A key field's value in the form the id scheme hashes.
 ///
 /// Implement [`KeyPart`] for your own key types by returning one of these.
+///
+/// ```
+/// use natural_key_runtime::{KeyPart, KeyValue};
+/// assert_eq!(7u8.key_value(), KeyValue::Int(7));
+/// assert_eq!(Some("en").key_value(), KeyValue::Str("en".into()));
+/// assert_eq!(None::<&str>.key_value(), KeyValue::None);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KeyValue<'a> {
@@ -286,7 +293,20 @@ impl Normalize {
     }
 }
 
-/// Which byte layout turns key fields into the id's 80 hashed bits.
+/// Which byte layout turns key fields into the id's 80 hashed bits (`docs/id-scheme.md`).
+/// Chosen per type with `#[natural_key(scheme = "...")]`; used directly by [`compute_id`].
+///
+/// ```
+/// use natural_key_runtime::{compute_id, KeyValue, Scheme};
+/// let keys = [KeyValue::Str("a:b".into()), KeyValue::Str("c".into())];
+/// let other = [KeyValue::Str("a".into()), KeyValue::Str("b:c".into())];
+/// let joined = Scheme::Joined { separator: ":" };
+/// let default = Scheme::Default { namespace: "" };
+/// // The seed recipe cannot tell these apart; the default scheme can.
+/// assert_eq!(compute_id(joined, &keys, 0)?, compute_id(joined, &other, 0)?);
+/// assert_ne!(compute_id(default, &keys, 0)?, compute_id(default, &other, 0)?);
+/// # Ok::<(), natural_key_runtime::KeyError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {
     /// Scheme v1: type-tagged, length-prefixed fields after a namespace; unambiguous.

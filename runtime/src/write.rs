@@ -78,6 +78,16 @@ impl fmt::Display for Outcome {
 }
 
 /// How an upsert writes a changed document.
+///
+/// ```no_run
+/// # use natural_key::prelude::*;
+/// # #[derive(NaturalKey, Serialize, Deserialize)]
+/// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64 }
+/// # async fn f(coll: natural_key::mongodb::Collection<Post>, post: Post) -> Result<(), natural_key::Error> {
+/// // Fields removed from the struct disappear from the stored document too.
+/// post.upsert(&coll).mode(WriteMode::Replace).await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WriteMode {
@@ -358,6 +368,19 @@ fn record_outcome(result: &Result<Outcome, Error>) {
 }
 
 /// The insert-once write of a [`RandomId`] event. Created by [`RandomId::insert`]; `.await` it.
+///
+/// ```no_run
+/// # use natural_key::prelude::*;
+/// # #[derive(RandomId, Serialize, Deserialize)]
+/// # struct Click { #[id] #[serde(rename = "_id")] id: Ulid, page: String }
+/// # async fn f(coll: natural_key::mongodb::Collection<Click>, click: Click) -> Result<(), natural_key::Error> {
+/// match click.insert(&coll).retry(natural_key::RetryPolicy::default()).await? {
+///     Outcome::Inserted(_) => {}
+///     Outcome::AlreadyApplied(_) => {} // a retry whose first attempt landed
+///     other => unreachable!("{other:?}"),
+/// }
+/// # Ok(()) }
+/// ```
 #[must_use = "an insert does nothing until awaited"]
 pub struct Insert<'a, T: Send + Sync> {
     doc: &'a T,
