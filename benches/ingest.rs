@@ -1,0 +1,379 @@
+//! Ingest into the real engine (FerretDB from `scripts/db up`, or `MONGODB_URI`): a plain
+//! measured harness (each scenario needs a prepared collection per repetition), printing a
+//! table of medians and the ratios against the baselines measured in the same run.
+//!
+//! Scenarios, over `NK_BENCH_DOCS` (default 10,000) posts of ~2 KB:
+//! * (a) blind driver `insert_many` with random ids into an empty collection — the floor;
+//! * (b) the recipe one document at a time on a re-ingest of unchanged data: per document
+//!   `find_one({_id})` of the stored hash, then `update_one(upsert)` if it differs;
+//! * (c) `upsert_many` first ingest into an empty collection (after `ensure_indexes`);
+//! * (d) `upsert_many` re-ingest of unchanged data;
+//! * (e) `upsert_many` re-ingest with 1% of the documents changed.
+//!
+//! Each scenario first runs once, untimed, on a client that counts the commands and the
+//! documents/statements they carry (from `CommandStartedEvent.command`), and checks them; then
+//! `NK_BENCH_REPS` (default 5) timed repetitions run on a client without monitoring.
+//!
+//! Run: `cargo bench --bench ingest` (smoke: `NK_BENCH_DOCS=500 NK_BENCH_REPS=1 cargo bench
+//! --bench ingest`). `NK_BENCH_BATCH` sets `upsert_many`'s batch size (default 500).
+//! No timing is asserted; only the wire counts are checked.
+
+mod support;
+
+use std::future::IntoFuture;
+use std::time::{Duration, Instant};
+
+use natural_key::bson::{self, doc, Document};
+use natural_key::mongodb::{Collection, Database};
+use natural_key::prelude::*;
+use natural_key::{ensure_indexes, upsert_many, HASH_FIELD, IDENTITY_FIELD};
+use support::{counting_client, env_usize, median, plain_client, Wire, WireCounts};
+
+#[derive(NaturalKey, Serialize, Deserialize, Clone)]
+struct Post {
+    #[key]
+    slug: String,
+    #[key]
+    lang: String,
+    #[key(timestamp)]
+    published_at: i64,
+    title: String,
+    author: String,
+    body: String,
+    tags: Vec<String>,
+    views: u64,
+}
+
+/// The same content under a random id, for the blind-insert floor.
+#[derive(Serialize, Deserialize)]
+struct RandomPost {
+    #[serde(rename = "_id")]
+    id: String,
+    slug: String,
+    lang: String,
+    published_at: i64,
+    title: String,
+    author: String,
+    body: String,
+    tags: Vec<String>,
+    views: u64,
+}
+
+#[rustfmt::skip]
+const WORDS: &[&str] = &[
+    "ingest", "idempotent", "natural", "key", "mongodb", "document", "batch", "stream", "hash",
+    "content", "identity", "timestamp", "writer", "reader", "collection", "index", "the", "a",
+    "of", "and", "to", "in", "is", "that", "with", "for", "on", "by",
+];
+
+fn prose(seed: usize, bytes: usize) -> String {
+    let mut s = String::with_capacity(bytes + 16);
+    let mut i = seed;
+    while s.len() < bytes {
+        if !s.is_empty() {
+            s.push(' ');
+        }
+        s.push_str(WORDS[i % WORDS.len()]);
+        i = i.wrapping_mul(2_654_435_761).wrapping_add(12_345) % 1_000_003;
+    }
+    s.truncate(bytes);
+    s
+}
+
+fn corpus(n: usize) -> Vec<Post> {
+    (0..n)
+        .map(|i| Post {
+            slug: format!("post-{i:07}"),
+            lang: ["en", "zh-TW", "ja", "ko"][i % 4].into(),
+            published_at: 1_700_000_000_000 + i as i64 * 60_000,
+            title: prose(i, 60),
+            author: format!("author-{}", i % 97),
+            body: prose(i * 7 + 1, 1800),
+            tags: (0..5)
+                .map(|t| WORDS[(i + t * 3) % WORDS.len()].to_string())
+                .collect(),
+            views: (i as u64).wrapping_mul(7919) % 100_000,
+        })
+        .collect()
+}
+
+fn random_ids(docs: &[Post]) -> Vec<RandomPost> {
+    docs.iter()
+        .map(|p| RandomPost {
+            id: Ulid::new().to_string(),
+            slug: p.slug.clone(),
+            lang: p.lang.clone(),
+            published_at: p.published_at,
+            title: p.title.clone(),
+            author: p.author.clone(),
+            body: p.body.clone(),
+            tags: p.tags.clone(),
+            views: p.views,
+        })
+        .collect()
+}
+
+/// `docs` with exactly the documents at indexes ≡ 0 (mod 100) edited, differently per `round`.
+fn one_percent_changed(docs: &[Post], round: usize) -> (Vec<Post>, usize) {
+    let mut out = docs.to_vec();
+    let mut n = 0;
+    for p in out.iter_mut().step_by(100) {
+        p.body.push_str(&format!(" (edit {round})"));
+        n += 1;
+    }
+    (out, n)
+}
+
+/// The recipe, one document at a time: read the stored hash by `_id`, write only if it differs.
+async fn naive_one_at_a_time(coll: &Collection<Post>, docs: &[Post]) -> (usize, usize) {
+    let raw = coll.clone_with_type::<Document>();
+    let (mut unchanged, mut written) = (0, 0);
+    for p in docs {
+        let id = p.id().unwrap().to_string();
+        let hash = p.content_hash().unwrap().to_string();
+        let stored = raw
+            .find_one(doc! { "_id": &id })
+            .projection(doc! { HASH_FIELD: 1 })
+            .await
+            .unwrap();
+        if stored.as_ref().and_then(|d| d.get_str(HASH_FIELD).ok()) == Some(hash.as_str()) {
+            unchanged += 1;
+            continue;
+        }
+        let mut body = bson::to_document(p).unwrap();
+        body.insert(IDENTITY_FIELD, p.identity().unwrap().to_string());
+        body.insert(HASH_FIELD, hash);
+        raw.update_one(doc! { "_id": &id }, doc! { "$set": body })
+            .upsert(true)
+            .await
+            .unwrap();
+        written += 1;
+    }
+    (unchanged, written)
+}
+
+async fn timed<F: IntoFuture>(f: F) -> (Duration, F::Output) {
+    let t = Instant::now();
+    let out = f.into_future().await;
+    (t.elapsed(), out)
+}
+
+struct Row {
+    key: &'static str,
+    what: &'static str,
+    secs: Vec<f64>,
+    wire: WireCounts,
+}
+
+async fn fresh(db: &Database, name: &str, indexes: bool) -> Collection<Post> {
+    let coll = db.collection::<Post>(name);
+    coll.drop().await.unwrap();
+    if indexes {
+        ensure_indexes(&coll).await.unwrap();
+    }
+    coll
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if !support::invoked_by_cargo_bench() {
+        eprintln!("ingest: database benchmark; run it with `cargo bench --bench ingest`");
+        return;
+    }
+    let n = env_usize("NK_BENCH_DOCS", 10_000);
+    let reps = env_usize("NK_BENCH_REPS", 5).max(1);
+    let batch = env_usize("NK_BENCH_BATCH", natural_key::DEFAULT_BATCH_SIZE);
+    let uri = support::uri();
+    let wire = Wire::default();
+    let plain = plain_client(&uri).await.database("nk_bench_ingest");
+    let counted = counting_client(&uri, &wire)
+        .await
+        .database("nk_bench_ingest");
+    plain.drop().await.unwrap();
+
+    let docs = corpus(n);
+    let avg_bson = docs
+        .iter()
+        .map(|p| bson::to_vec(p).unwrap().len())
+        .sum::<usize>() as f64
+        / n as f64;
+    eprintln!(
+        "ingest: {n} posts, {avg_bson:.0} B of BSON each on average, batch size {batch}, \
+         {reps} timed repetitions + 1 counted"
+    );
+    let db_for = |rep: usize| if rep == 0 { &counted } else { &plain };
+    let mut rows: Vec<Row> = Vec::new();
+
+    // (a) Blind insert_many with random ids.
+    let mut row = Row {
+        key: "a",
+        what: "blind insert_many, random ids (floor)",
+        secs: vec![],
+        wire: Default::default(),
+    };
+    for rep in 0..=reps {
+        let coll = db_for(rep).collection::<RandomPost>("a");
+        coll.drop().await.unwrap();
+        let rdocs = random_ids(&docs);
+        wire.take();
+        let (t, r) = timed(coll.insert_many(&rdocs)).await;
+        assert_eq!(r.unwrap().inserted_ids.len(), n);
+        if rep == 0 {
+            row.wire = wire.take();
+            assert_eq!(row.wire.inserted_docs, n);
+        } else {
+            row.secs.push(t.as_secs_f64());
+        }
+    }
+    eprintln!("(a) done: median {:.3} s", median(&row.secs));
+    rows.push(row);
+
+    // (c) upsert_many, first ingest into an empty collection with the identity index.
+    let mut row = Row {
+        key: "c",
+        what: "upsert_many, first ingest (empty collection, ensure_indexes)",
+        secs: vec![],
+        wire: Default::default(),
+    };
+    for rep in 0..=reps {
+        let coll = fresh(db_for(rep), "posts", true).await;
+        wire.take();
+        let (t, r) = timed(upsert_many(&coll, &docs).batch_size(batch)).await;
+        let r = r.unwrap();
+        assert_eq!((r.inserted, r.updated, r.unchanged), (n as u64, 0, 0));
+        assert!(r.failures.is_empty());
+        if rep == 0 {
+            row.wire = wire.take();
+            assert_eq!((row.wire.inserted_docs, row.wire.update_statements), (n, 0));
+        } else {
+            row.secs.push(t.as_secs_f64());
+        }
+    }
+    eprintln!("(c) done: median {:.3} s", median(&row.secs));
+    rows.push(row);
+
+    // The "posts" collection now holds `docs`, unchanged, for (d), (b) and then (e).
+
+    // (d) upsert_many, re-ingest of unchanged data.
+    let mut row = Row {
+        key: "d",
+        what: "upsert_many, re-ingest unchanged",
+        secs: vec![],
+        wire: Default::default(),
+    };
+    for rep in 0..=reps {
+        let coll = db_for(rep).collection::<Post>("posts");
+        wire.take();
+        let (t, r) = timed(upsert_many(&coll, &docs).batch_size(batch)).await;
+        let r = r.unwrap();
+        assert_eq!((r.inserted, r.updated, r.unchanged), (0, 0, n as u64));
+        if rep == 0 {
+            row.wire = wire.take();
+            assert_eq!(row.wire.write_commands(), 0, "unchanged: no write command");
+        } else {
+            row.secs.push(t.as_secs_f64());
+        }
+    }
+    eprintln!("(d) done: median {:.3} s", median(&row.secs));
+    rows.push(row);
+
+    // (b) The recipe one document at a time, same unchanged re-ingest.
+    let mut row = Row {
+        key: "b",
+        what: "per-document find_one + update_one(upsert), re-ingest unchanged",
+        secs: vec![],
+        wire: Default::default(),
+    };
+    for rep in 0..=reps {
+        let coll = db_for(rep).collection::<Post>("posts");
+        wire.take();
+        let (t, (unchanged, written)) = timed(naive_one_at_a_time(&coll, &docs)).await;
+        assert_eq!((unchanged, written), (n, 0));
+        if rep == 0 {
+            row.wire = wire.take();
+            assert_eq!(row.wire.count("find"), n);
+        } else {
+            row.secs.push(t.as_secs_f64());
+        }
+    }
+    eprintln!("(b) done: median {:.3} s", median(&row.secs));
+    rows.push(row);
+
+    // (e) upsert_many, re-ingest with 1% changed (a different edit each repetition, so each
+    // one finds exactly 1% changed against what is stored).
+    let mut row = Row {
+        key: "e",
+        what: "upsert_many, re-ingest with 1% changed",
+        secs: vec![],
+        wire: Default::default(),
+    };
+    let mut changed_count = 0;
+    for rep in 0..=reps {
+        let coll = db_for(rep).collection::<Post>("posts");
+        let (changed, k) = one_percent_changed(&docs, rep);
+        changed_count = k;
+        wire.take();
+        let (t, r) = timed(upsert_many(&coll, &changed).batch_size(batch)).await;
+        let r = r.unwrap();
+        assert_eq!(
+            (r.inserted, r.updated, r.unchanged),
+            (0, k as u64, (n - k) as u64)
+        );
+        if rep == 0 {
+            row.wire = wire.take();
+            assert_eq!(
+                (row.wire.inserted_docs, row.wire.update_statements),
+                (0, k),
+                "exactly the changed documents are written"
+            );
+        } else {
+            row.secs.push(t.as_secs_f64());
+        }
+    }
+    eprintln!("(e) done: median {:.3} s", median(&row.secs));
+    rows.push(row);
+
+    // The table.
+    let get = |k: &str| median(&rows.iter().find(|r| r.key == k).unwrap().secs);
+    let (a, b, c, d) = (get("a"), get("b"), get("c"), get("d"));
+    println!();
+    println!(
+        "ingest: {n} posts (~{avg_bson:.0} B BSON), batch size {batch}, medians of {reps} runs"
+    );
+    println!("| | scenario | median s | min s | max s | docs/s | on the wire (counted run) |");
+    println!("|---|---|---:|---:|---:|---:|---|");
+    for r in &rows {
+        let min = r.secs.iter().cloned().fold(f64::INFINITY, f64::min);
+        let max = r.secs.iter().cloned().fold(0.0, f64::max);
+        let med = median(&r.secs);
+        println!(
+            "| ({}) | {} | {:.3} | {:.3} | {:.3} | {:.0} | {} |",
+            r.key,
+            r.what,
+            med,
+            min,
+            max,
+            n as f64 / med,
+            r.wire.summary()
+        );
+    }
+    let e_wire = &rows.iter().find(|r| r.key == "e").unwrap().wire;
+    let d_wire = &rows.iter().find(|r| r.key == "d").unwrap().wire;
+    println!();
+    println!(
+        "(c)/(a) first ingest vs blind insert: {:.2}x (target <= 1.3x)",
+        c / a
+    );
+    println!(
+        "(b)/(d) naive vs upsert_many re-ingest: {:.1}x faster (target >= 20x)",
+        b / d
+    );
+    println!(
+        "(d) write commands: {} (target 0); (e) documents written: {} of {} changed ({} write commands)",
+        d_wire.write_commands(),
+        e_wire.written(),
+        changed_count,
+        e_wire.write_commands()
+    );
+    println!("(e)/(d): {:.2}x", get("e") / d);
+}

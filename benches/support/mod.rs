@@ -1,0 +1,193 @@
+//! Shared by the database benches: the engine's URI, clients, and a wire-level write counter.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use natural_key::bson::Bson;
+use natural_key::mongodb::event::command::CommandEvent;
+use natural_key::mongodb::event::EventHandler;
+use natural_key::mongodb::options::ClientOptions;
+use natural_key::mongodb::Client;
+
+/// `cargo bench` passes `--bench`; anything else (`cargo test --benches`, a bare run) gets a
+/// quick exit instead of a multi-minute database run.
+pub fn invoked_by_cargo_bench() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
+/// `MONGODB_URI`, or the URI printed last by `scripts/db up` (which starts FerretDB if needed).
+pub fn uri() -> String {
+    if let Ok(u) = std::env::var("MONGODB_URI") {
+        if !u.is_empty() {
+            return u;
+        }
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg("up")
+        .output()
+        .expect("run scripts/db up");
+    assert!(
+        out.status.success(),
+        "scripts/db up failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .last()
+        .expect("scripts/db up prints the URI last")
+        .trim()
+        .to_string()
+}
+
+pub fn env_usize(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) if !v.is_empty() => v
+            .replace('_', "")
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v:?} is not a number")),
+        _ => default,
+    }
+}
+
+async fn options(uri: &str) -> ClientOptions {
+    let mut opts = ClientOptions::parse(uri).await.expect("parse MONGODB_URI");
+    opts.retry_writes = Some(false);
+    opts.server_selection_timeout = Some(Duration::from_secs(5));
+    opts
+}
+
+/// A client without command monitoring: what the timed runs use.
+pub async fn plain_client(uri: &str) -> Client {
+    Client::with_options(options(uri).await).expect("client")
+}
+
+/// What went over the wire: commands by name, and the documents/statements carried by the
+/// write commands (`insert.documents`, `update.updates`, `delete.deletes`).
+#[derive(Clone, Default)]
+pub struct Wire(Arc<Mutex<WireCounts>>);
+
+#[derive(Clone, Default, Debug)]
+pub struct WireCounts {
+    pub commands: HashMap<String, usize>,
+    pub inserted_docs: usize,
+    pub update_statements: usize,
+    pub delete_statements: usize,
+}
+
+impl WireCounts {
+    pub fn count(&self, name: &str) -> usize {
+        self.commands.get(name).copied().unwrap_or(0)
+    }
+    /// Write commands sent.
+    pub fn write_commands(&self) -> usize {
+        ["insert", "update", "delete", "findAndModify"]
+            .iter()
+            .map(|n| self.count(n))
+            .sum()
+    }
+    /// Documents written or statements sent by write commands.
+    pub fn written(&self) -> usize {
+        self.inserted_docs + self.update_statements + self.delete_statements
+    }
+    /// One line: `find 20, insert 0 (0 docs), update 20 (100 stmts)`.
+    pub fn summary(&self) -> String {
+        let mut reads: Vec<_> = self
+            .commands
+            .iter()
+            .filter(|(k, _)| !["insert", "update", "delete"].contains(&k.as_str()))
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        reads.sort();
+        let mut parts = reads;
+        parts.push(format!(
+            "insert {} ({} docs)",
+            self.count("insert"),
+            self.inserted_docs
+        ));
+        parts.push(format!(
+            "update {} ({} stmts)",
+            self.count("update"),
+            self.update_statements
+        ));
+        if self.count("delete") > 0 {
+            parts.push(format!(
+                "delete {} ({} stmts)",
+                self.count("delete"),
+                self.delete_statements
+            ));
+        }
+        parts.join(", ")
+    }
+}
+
+impl Wire {
+    pub fn take(&self) -> WireCounts {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+/// A client whose every started command is counted into `wire` (array lengths read from
+/// `CommandStartedEvent.command`). Monitoring converts each command to a `Document`, which
+/// costs time on large inserts, so timed runs use [`plain_client`] instead.
+pub async fn counting_client(uri: &str, wire: &Wire) -> Client {
+    let mut opts = options(uri).await;
+    let counts = wire.0.clone();
+    opts.command_event_handler = Some(EventHandler::callback(move |ev: CommandEvent| {
+        if let CommandEvent::Started(s) = ev {
+            let len = |field: &str| match s.command.get(field) {
+                Some(Bson::Array(a)) => a.len(),
+                _ => 0,
+            };
+            let mut c = counts.lock().unwrap();
+            match s.command_name.as_str() {
+                "insert" => c.inserted_docs += len("documents"),
+                "update" => c.update_statements += len("updates"),
+                "delete" => c.delete_statements += len("deletes"),
+                _ => {}
+            }
+            *c.commands.entry(s.command_name).or_default() += 1;
+        }
+    }));
+    Client::with_options(opts).expect("client")
+}
+
+/// Peak resident set size of this process so far (`VmHWM` in /proc/self/status), in KiB.
+pub fn peak_rss_kib() -> Option<u64> {
+    proc_status_kib("VmHWM:")
+}
+
+/// Current resident set size (`VmRSS`), in KiB.
+pub fn rss_kib() -> Option<u64> {
+    proc_status_kib("VmRSS:")
+}
+
+fn proc_status_kib(key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+pub fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
