@@ -244,3 +244,36 @@ async fn events_in_batches_are_stored_once() {
     assert_eq!(r.already_applied, 10);
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 300);
 }
+
+#[tokio::test]
+async fn batches_are_cut_by_size_so_large_documents_fit_in_commands() {
+    let (coll, commands) = posts("big_docs").await;
+    // 24 posts of ~1 MiB: 24 MiB in one batch would exceed the 16 MiB command limit.
+    let docs: Vec<Post> = corpus(24)
+        .into_iter()
+        .map(|p| Post {
+            body: "x".repeat(1 << 20),
+            ..p
+        })
+        .collect();
+    let r = upsert_many(&coll, &docs).await.unwrap();
+    assert_eq!((r.inserted, r.failures.len()), (24, 0), "{:?}", r.failures);
+    assert!(r.batches >= 3, "cut by bytes: {} batches", r.batches);
+    assert_eq!(commands.count("insert") as u64, r.batches);
+    let r = upsert_many(&coll, &docs).await.unwrap();
+    assert_eq!(r.unchanged, 24);
+
+    let (db, _) = support::database("big_events").await;
+    let clicks = db.collection::<Click>("clicks");
+    ensure_indexes(&clicks).await.unwrap();
+    let events: Vec<Click> = (0..24)
+        .map(|i| Click {
+            id: Ulid::new(),
+            request: format!("r{i}"),
+            page: "p".repeat(1 << 20),
+        })
+        .collect();
+    let r = insert_many(&clicks, &events).await.unwrap();
+    assert_eq!((r.inserted, r.failures.len()), (24, 0), "{:?}", r.failures);
+    assert!(r.batches >= 3);
+}

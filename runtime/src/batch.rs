@@ -20,7 +20,11 @@ use crate::write::{
 };
 
 /// Default number of documents per batch.
-pub const DEFAULT_BATCH_SIZE: usize = 500;
+pub const DEFAULT_BATCH_SIZE: usize = 1000;
+
+/// A batch is also cut when its documents reach this many BSON bytes: one command document
+/// may not exceed 16 MiB, and an `update` statement wraps each document in a filter.
+pub const MAX_BATCH_BYTES: usize = 8 * 1024 * 1024;
 
 /// How many read-decide-write rounds a batch tries for documents that lost a race.
 const MAX_ROUNDS: u32 = 8;
@@ -97,8 +101,9 @@ impl Default for Options<'_> {
 
 macro_rules! builder_options {
     () => {
-        /// Documents per batch (default 500, at least 1). Each batch costs one read and at
-        /// most two write commands; memory holds one batch at a time.
+        /// Documents per batch (default 1000, at least 1; a batch is also cut at
+        /// [`MAX_BATCH_BYTES`]). Each batch costs one read and at most two write commands;
+        /// memory holds one batch at a time.
         pub fn batch_size(mut self, n: usize) -> Self {
             self.opts.batch_size = n.max(1);
             self
@@ -273,6 +278,7 @@ where
         let mut report = BatchReport::default();
         let mut batch: Vec<Item<S::Item>> = Vec::with_capacity(opts.batch_size);
         let mut identities: HashSet<String> = HashSet::with_capacity(opts.batch_size);
+        let mut bytes = 0;
         let mut docs = std::pin::pin!(docs.enumerate());
         while let Some((index, doc)) = docs.next().await {
             match Prepared::of::<T>(doc.borrow()) {
@@ -280,7 +286,9 @@ where
                 Ok(prepared) => {
                     // A batch holds each identity once, so the batch means the same as writing
                     // its documents one after another.
-                    if identities.contains(&prepared.identity) {
+                    let size = bson_size(&prepared.body);
+                    if identities.contains(&prepared.identity) || bytes + size > MAX_BATCH_BYTES {
+                        bytes = 0;
                         flush(
                             &raw,
                             &db,
@@ -292,12 +300,14 @@ where
                         .await?;
                     }
                     identities.insert(prepared.identity.clone());
+                    bytes += size;
                     batch.push(Item {
                         index,
                         prepared,
                         doc,
                     });
                     if batch.len() >= opts.batch_size {
+                        bytes = 0;
                         flush(
                             &raw,
                             &db,
@@ -324,6 +334,11 @@ where
     }
     .instrument(span)
     .await
+}
+
+/// Serialized size of a document (what it costs in a command).
+fn bson_size(doc: &Document) -> usize {
+    bson::to_vec(doc).map(|v| v.len()).unwrap_or(0)
 }
 
 fn raw_database<T: Send + Sync>(coll: &Collection<T>) -> Database {
@@ -749,17 +764,30 @@ where
     async move {
         let mut report = BatchReport::default();
         let mut batch: Vec<Event> = Vec::with_capacity(opts.batch_size);
+        let mut bytes = 0;
         let mut docs = std::pin::pin!(docs.enumerate());
         loop {
             let next = docs.next().await;
             let end = next.is_none();
+            // An event that would push the batch past MAX_BATCH_BYTES starts the next batch.
+            let mut carry = None;
             if let Some((index, doc)) = next {
                 match PreparedEvent::of(doc.borrow()) {
-                    Ok(prepared) => batch.push(Event { index, prepared }),
+                    Ok(prepared) => {
+                        let size = bson_size(&prepared.body);
+                        if !batch.is_empty() && bytes + size > MAX_BATCH_BYTES {
+                            carry = Some((Event { index, prepared }, size));
+                        } else {
+                            bytes += size;
+                            batch.push(Event { index, prepared });
+                        }
+                    }
                     Err(e) => report.failures.push((index, e)),
                 }
             }
-            if !batch.is_empty() && (end || batch.len() >= opts.batch_size) {
+            let full = carry.is_some() || batch.len() >= opts.batch_size;
+            if !batch.is_empty() && (end || full) {
+                bytes = 0;
                 let events = std::mem::take(&mut batch);
                 let results = opts
                     .retry
@@ -775,6 +803,10 @@ where
                 if let Some(progress) = opts.progress.as_mut() {
                     progress(&report);
                 }
+            }
+            if let Some((event, size)) = carry {
+                bytes = size;
+                batch.push(event);
             }
             if end {
                 break;

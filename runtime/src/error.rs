@@ -229,7 +229,11 @@ mod tests {
 
     #[test]
     fn network_failures_are_transient() {
-        for kind in [std::io::ErrorKind::ConnectionReset, std::io::ErrorKind::TimedOut, std::io::ErrorKind::UnexpectedEof] {
+        for kind in [
+            std::io::ErrorKind::ConnectionReset,
+            std::io::ErrorKind::TimedOut,
+            std::io::ErrorKind::UnexpectedEof,
+        ] {
             let e: mongodb::error::Error = ErrorKind::from(std::io::Error::from(kind)).into();
             let classified = classify(e);
             assert!(classified.is_transient(), "{kind:?} -> {classified:?}");
@@ -239,7 +243,10 @@ mod tests {
     #[test]
     fn other_driver_errors_are_permanent() {
         let e: mongodb::error::Error = ErrorKind::from(std::io::Error::other("x")).into();
-        assert!(classify(e).is_transient(), "any I/O error is a network error");
+        assert!(
+            classify(e).is_transient(),
+            "any I/O error is a network error"
+        );
         let e = mongodb::error::Error::custom("not a network problem");
         assert!(!classify(e).is_transient());
     }

@@ -14,7 +14,7 @@ mod write;
 
 pub use batch::{
     insert_many, insert_stream, upsert_many, upsert_stream, BatchReport, InsertMany, InsertStream,
-    UpsertMany, UpsertStream, DEFAULT_BATCH_SIZE,
+    UpsertMany, UpsertStream, DEFAULT_BATCH_SIZE, MAX_BATCH_BYTES,
 };
 pub use content::{canonical_hash, ContentHash, ParseContentHashError};
 pub use error::{classify, Error, KeyError};
