@@ -33,20 +33,34 @@ struct Post {
 }
 
 fn load_posts(dir: &Path) -> Result<Vec<Post>, Box<dyn std::error::Error>> {
-    let mut paths: Vec<_> = std::fs::read_dir(dir)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+    let mut paths: Vec<_> = std::fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
     paths.sort();
-    paths.iter().filter(|p| p.extension().is_some_and(|e| e == "md")).map(|p| parse_post(p)).collect()
+    paths
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .map(|p| parse_post(p))
+        .collect()
 }
 
 /// A post file: a `---` header of `key: value` lines, then the body.
 fn parse_post(path: &Path) -> Result<Post, Box<dyn std::error::Error>> {
     let text = std::fs::read_to_string(path)?;
-    let rest = text.strip_prefix("---\n").ok_or_else(|| format!("{}: no header", path.display()))?;
-    let (header, body) = rest.split_once("\n---\n").ok_or_else(|| format!("{}: unterminated header", path.display()))?;
+    let rest = text
+        .strip_prefix("---\n")
+        .ok_or_else(|| format!("{}: no header", path.display()))?;
+    let (header, body) = rest
+        .split_once("\n---\n")
+        .ok_or_else(|| format!("{}: unterminated header", path.display()))?;
     let field = |name: &str| -> Result<String, String> {
         header
             .lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':').map(|v| v.trim().to_string()))
+            .find_map(|l| {
+                l.strip_prefix(name)?
+                    .strip_prefix(':')
+                    .map(|v| v.trim().to_string())
+            })
             .ok_or_else(|| format!("{}: missing `{name}`", path.display()))
     };
     let published = field("published_at")?;
@@ -75,11 +89,24 @@ fn print_table(rows: &[(String, String, String, String)]) {
     use unicode_width::UnicodeWidthStr;
     // Display width, not chars: CJK characters take two terminal columns.
     let width = |f: fn(&(String, String, String, String)) -> &String, head: &str| {
-        rows.iter().map(|r| f(r).width()).max().unwrap_or(0).max(head.len())
+        rows.iter()
+            .map(|r| f(r).width())
+            .max()
+            .unwrap_or(0)
+            .max(head.len())
     };
-    let (w0, w1, w2) = (width(|r| &r.0, "outcome"), width(|r| &r.1, "lang"), width(|r| &r.2, "slug"));
+    let (w0, w1, w2) = (
+        width(|r| &r.0, "outcome"),
+        width(|r| &r.1, "lang"),
+        width(|r| &r.2, "slug"),
+    );
     let pad = |s: &str, w: usize| format!("{s}{}", " ".repeat(w.saturating_sub(s.width())));
-    println!("  {}  {}  {}  title", pad("outcome", w0), pad("lang", w1), pad("slug", w2));
+    println!(
+        "  {}  {}  {}  title",
+        pad("outcome", w0),
+        pad("lang", w1),
+        pad("slug", w2)
+    );
     for (o, l, s, t) in rows {
         println!("  {}  {}  {}  {t}", pad(o, w0), pad(l, w1), pad(s, w2));
     }
@@ -89,7 +116,10 @@ fn print_table(rows: &[(String, String, String, String)]) {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let synthetic_n: u64 = match args.iter().position(|a| a == "--synthetic") {
-        Some(i) => args.get(i + 1).ok_or("--synthetic needs a number")?.parse()?,
+        Some(i) => args
+            .get(i + 1)
+            .ok_or("--synthetic needs a number")?
+            .parse()?,
         None => 0,
     };
 
@@ -119,7 +149,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Outcome::Updated(_) => updated += 1,
             _ => unchanged += 1,
         }
-        rows.push((outcome.as_str().to_string(), post.lang.clone(), post.slug.clone(), post.title.clone()));
+        rows.push((
+            outcome.as_str().to_string(),
+            post.lang.clone(),
+            post.slug.clone(),
+            post.title.clone(),
+        ));
     }
     print_table(&rows);
     println!("  {inserted} inserted, {updated} updated, {unchanged} unchanged");
@@ -161,15 +196,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut edited = corpus[0].clone();
     edited.body.push_str("\n\n(Edited: a typo fixed.)");
-    println!("  body edit of {}/{}: {}", edited.lang, edited.slug, edited.upsert(&scratch).await?);
+    println!(
+        "  body edit of {}/{}: {}",
+        edited.lang,
+        edited.slug,
+        edited.upsert(&scratch).await?
+    );
 
     let mut moved = corpus[1].clone();
     moved.published_at = DateTime::from_millis(moved.published_at.timestamp_millis() + 86_400_000);
     match moved.upsert(&scratch).await {
-        Err(e @ Error::ImmutableKeyChanged { .. }) => println!("  published_at edit of {}/{}: refused:\n    {e}", moved.lang, moved.slug),
-        other => return Err(format!("expected the published_at edit to be refused, got {other:?}").into()),
+        Err(e @ Error::ImmutableKeyChanged { .. }) => println!(
+            "  published_at edit of {}/{}: refused:\n    {e}",
+            moved.lang, moved.slug
+        ),
+        other => {
+            return Err(
+                format!("expected the published_at edit to be refused, got {other:?}").into(),
+            )
+        }
     }
-    let stored = scratch.find_one(doc! { "_id": corpus[1].id()?.to_string() }).await?.ok_or("post vanished")?;
+    let stored = scratch
+        .find_one(doc! { "_id": corpus[1].id()?.to_string() })
+        .await?
+        .ok_or("post vanished")?;
     assert_eq!(stored.published_at, corpus[1].published_at);
     println!(
         "  the stored post still has published_at {}; documents in posts_scratch: {}",

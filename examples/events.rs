@@ -37,21 +37,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let pages = ["/", "/pricing", "/docs", "/blog/hello-world"];
     let batch: Vec<Click> = (0..1000)
-        .map(|i| Click { id: Ulid::new(), page: pages[i % pages.len()].into(), at_ms: 1_700_000_000_000 + i as i64 })
+        .map(|i| Click {
+            id: Ulid::new(),
+            page: pages[i % pages.len()].into(),
+            at_ms: 1_700_000_000_000 + i as i64,
+        })
         .collect();
 
-    let first = insert_many(&clicks, &batch).retry(RetryPolicy::default()).await?;
-    println!("first send:  {} inserted, {} already applied", first.inserted, first.already_applied);
+    let first = insert_many(&clicks, &batch)
+        .retry(RetryPolicy::default())
+        .await?;
+    println!(
+        "first send:  {} inserted, {} already applied",
+        first.inserted, first.already_applied
+    );
 
     // The acknowledgement was lost; the client sends the same events again.
-    let again = insert_many(&clicks, &batch).retry(RetryPolicy::default()).await?;
-    println!("resend:      {} inserted, {} already applied", again.inserted, again.already_applied);
+    let again = insert_many(&clicks, &batch)
+        .retry(RetryPolicy::default())
+        .await?;
+    println!(
+        "resend:      {} inserted, {} already applied",
+        again.inserted, again.already_applied
+    );
 
     let one = &batch[0];
-    println!("single retry of one click: {}", one.insert(&clicks).retry(RetryPolicy::default()).await?);
+    println!(
+        "single retry of one click: {}",
+        one.insert(&clicks).retry(RetryPolicy::default()).await?
+    );
 
     // An identical-looking click is a new event: it sits beside the others.
-    let twin = Click { id: Ulid::new(), ..one.clone() };
+    let twin = Click {
+        id: Ulid::new(),
+        ..one.clone()
+    };
     println!("identical content, new id: {}", twin.insert(&clicks).await?);
 
     let stored = clicks.count_documents(doc! {}).await?;

@@ -650,13 +650,20 @@ async fn upserts_emit_a_span_with_collection_id_and_outcome() {
     p.upsert(&coll).await.unwrap();
     p.upsert(&coll).await.unwrap();
     let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-    let spans: Vec<&str> = text.lines().filter(|l| l.contains("natural_key.upsert")).collect();
+    let spans: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("natural_key.upsert"))
+        .collect();
     assert_eq!(spans.len(), 2, "{text}");
     let id = p.id().unwrap().to_string();
     let ns = coll.namespace().to_string();
     for (line, outcome) in spans.iter().zip(["inserted", "unchanged"]) {
         assert!(line.contains(&format!("collection={ns}")), "{line}");
         assert!(line.contains(&format!("id={id}")), "{line}");
-        assert!(line.contains(&format!("outcome=\"{outcome}\"")) || line.contains(&format!("outcome={outcome}")), "{line}");
+        assert!(
+            line.contains(&format!("outcome=\"{outcome}\""))
+                || line.contains(&format!("outcome={outcome}")),
+            "{line}"
+        );
     }
 }

@@ -13,12 +13,21 @@ pub fn mongodb_uri() -> Result<String, Box<dyn std::error::Error>> {
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
     eprintln!("MONGODB_URI is not set: starting the embedded FerretDB with scripts/db up ...");
-    let out = Command::new("bash").arg(&script).arg("up").stderr(std::process::Stdio::inherit()).output()?;
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg("up")
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
     if !out.status.success() {
         return Err("scripts/db up failed (see above); or set MONGODB_URI".into());
     }
     let stdout = String::from_utf8(out.stdout)?;
-    let uri = stdout.lines().last().ok_or("scripts/db up printed no URI")?.trim().to_string();
+    let uri = stdout
+        .lines()
+        .last()
+        .ok_or("scripts/db up printed no URI")?
+        .trim()
+        .to_string();
     eprintln!("using {uri}");
     Ok(uri)
 }
