@@ -150,45 +150,15 @@ where
     I: IntoIterator,
     I::Item: Borrow<T>,
 {
-    UpsertMany {
+    UpsertStream {
         coll,
-        docs: docs.into_iter(),
+        docs: futures_util::stream::iter(docs),
         opts: Options::default(),
     }
 }
 
-/// Builder returned by [`upsert_many`]; `.await` it.
-#[must_use = "a batch write does nothing until awaited"]
-pub struct UpsertMany<'a, T: Send + Sync, I> {
-    coll: &'a Collection<T>,
-    docs: I,
-    opts: Options<'a>,
-}
-
-impl<'a, T: NaturalKey + Send + Sync, I> UpsertMany<'a, T, I> {
-    builder_options!();
-
-    /// [`WriteMode::Merge`] (default) or [`WriteMode::Replace`].
-    pub fn mode(mut self, mode: WriteMode) -> Self {
-        self.opts.mode = mode;
-        self
-    }
-}
-
-impl<'a, T, I> IntoFuture for UpsertMany<'a, T, I>
-where
-    T: NaturalKey + Send + Sync,
-    I: Iterator + Send + 'a,
-    I::Item: Borrow<T> + Send + Sync,
-{
-    type Output = Result<BatchReport, Error>;
-    type IntoFuture = BoxFuture<'a, Self::Output>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        let stream = futures_util::stream::iter(self.docs);
-        Box::pin(run_upserts(self.coll, stream, self.opts))
-    }
-}
+/// Builder returned by [`upsert_many`]: the streaming builder over the iterator; `.await` it.
+pub type UpsertMany<'a, T, I> = UpsertStream<'a, T, futures_util::stream::Iter<I>>;
 
 /// [`upsert_many`] over a `Stream`: memory holds at most one batch, so a million-document
 /// ingest runs in constant memory. Progress is reported through `.on_progress`.
@@ -655,42 +625,15 @@ where
     I: IntoIterator,
     I::Item: Borrow<T>,
 {
-    InsertMany {
+    InsertStream {
         coll,
-        docs: events.into_iter(),
+        docs: futures_util::stream::iter(events),
         opts: Options::default(),
     }
 }
 
-/// Builder returned by [`insert_many`]; `.await` it.
-#[must_use = "a batch write does nothing until awaited"]
-pub struct InsertMany<'a, T: Send + Sync, I> {
-    coll: &'a Collection<T>,
-    docs: I,
-    opts: Options<'a>,
-}
-
-impl<'a, T: RandomId + Send + Sync, I> InsertMany<'a, T, I> {
-    builder_options!();
-}
-
-impl<'a, T, I> IntoFuture for InsertMany<'a, T, I>
-where
-    T: RandomId + Send + Sync,
-    I: Iterator + Send + 'a,
-    I::Item: Borrow<T> + Send,
-{
-    type Output = Result<BatchReport, Error>;
-    type IntoFuture = BoxFuture<'a, Self::Output>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        Box::pin(run_inserts(
-            self.coll,
-            futures_util::stream::iter(self.docs),
-            self.opts,
-        ))
-    }
-}
+/// Builder returned by [`insert_many`]: the streaming builder over the iterator; `.await` it.
+pub type InsertMany<'a, T, I> = InsertStream<'a, T, futures_util::stream::Iter<I>>;
 
 /// [`insert_many`] over a `Stream`, in constant memory.
 ///
