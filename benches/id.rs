@@ -7,11 +7,16 @@
 //! * `floor_joined` / `derived_joined`: the same for the joined (seed) scheme.
 //! * `ulid_new_random`, `uuid_v5`: the alternatives people reach for.
 //!
+//! After the criterion groups, the ratios derived/floor are also measured *paired* (alternating
+//! rounds of both, median of the per-round ratios), which holds up on a loaded machine.
+//!
 //! Run: `cargo bench --bench id -- --warm-up-time 1 --measurement-time 3`
+
+mod support;
 
 use std::hint::black_box;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use natural_key::prelude::*;
 use sha2::{Digest, Sha256};
 
@@ -116,5 +121,65 @@ fn ids(c: &mut Criterion) {
     g.finish();
 }
 
+/// derived/floor, paired, for both schemes.
+fn paired() {
+    let post = Post {
+        slug: SLUG.into(),
+        lang: LANG.into(),
+        published_at: TS,
+        body: String::new(),
+    };
+    let joined = JoinedPost {
+        slug: SLUG.into(),
+        lang: LANG.into(),
+        published_at: TS,
+        body: String::new(),
+    };
+    let (p10, p50, p90) = support::paired_ratio(
+        400,
+        20_000,
+        || {
+            black_box(black_box(&post).id().unwrap());
+        },
+        || {
+            black_box(floor_default(
+                black_box(SLUG),
+                black_box(LANG),
+                black_box(TS),
+            ));
+        },
+    );
+    println!(
+        "paired ratio id/derived_default / id/floor_sha256_from_parts: median {p50:.3} \
+         (p10 {p10:.3}, p90 {p90:.3}; target <= 1.5)"
+    );
+    let (p10, p50, p90) = support::paired_ratio(
+        400,
+        20_000,
+        || {
+            black_box(black_box(&joined).id().unwrap());
+        },
+        || {
+            black_box(floor_joined(
+                black_box(SLUG),
+                black_box(LANG),
+                black_box(TS),
+            ));
+        },
+    );
+    println!(
+        "paired ratio id/derived_joined / id/floor_joined: median {p50:.3} \
+         (p10 {p10:.3}, p90 {p90:.3})"
+    );
+}
+
 criterion_group!(benches, ids);
-criterion_main!(benches);
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    // Not under `cargo test --benches` (no `--bench` argument): that run only smoke-tests.
+    if support::invoked_by_cargo_bench() {
+        paired();
+    }
+}

@@ -12,11 +12,15 @@
 //!
 //! Each scenario first runs once, untimed, on a client that counts the commands and the
 //! documents/statements they carry (from `CommandStartedEvent.command`), and checks them; then
-//! `NK_BENCH_REPS` (default 5) timed repetitions run on a client without monitoring.
+//! `NK_BENCH_REPS` (default 3) timed repetitions run on a client without monitoring. (b) is
+//! slow (one round trip per document), so it runs `NK_BENCH_NAIVE_REPS` (default 1) times on
+//! the counting client and every run is timed: monitoring a small `find` costs microseconds
+//! against its milliseconds of round trip.
 //!
 //! Run: `cargo bench --bench ingest` (smoke: `NK_BENCH_DOCS=500 NK_BENCH_REPS=1 cargo bench
-//! --bench ingest`). `NK_BENCH_BATCH` sets `upsert_many`'s batch size (default 500).
-//! No timing is asserted; only the wire counts are checked.
+//! --bench ingest`). `NK_BENCH_BATCH` sets `upsert_many`'s batch size (default 500);
+//! `NK_BENCH_SCENARIOS` (default `a,c,d,b,e`) picks scenarios. No timing is asserted; only the
+//! wire counts are checked.
 
 mod support;
 
@@ -181,8 +185,11 @@ async fn main() {
         return;
     }
     let n = env_usize("NK_BENCH_DOCS", 10_000);
-    let reps = env_usize("NK_BENCH_REPS", 5).max(1);
+    let reps = env_usize("NK_BENCH_REPS", 3).max(1);
+    let naive_reps = env_usize("NK_BENCH_NAIVE_REPS", 1).max(1);
     let batch = env_usize("NK_BENCH_BATCH", natural_key::DEFAULT_BATCH_SIZE);
+    let scenarios = std::env::var("NK_BENCH_SCENARIOS").unwrap_or_else(|_| "a,c,d,b,e".into());
+    let want = |k: &str| scenarios.split(',').any(|s| s.trim() == k);
     let uri = support::uri();
     let wire = Wire::default();
     let plain = plain_client(&uri).await.database("nk_bench_ingest");
@@ -199,146 +206,169 @@ async fn main() {
         / n as f64;
     eprintln!(
         "ingest: {n} posts, {avg_bson:.0} B of BSON each on average, batch size {batch}, \
-         {reps} timed repetitions + 1 counted"
+         {reps} timed repetitions + 1 counted ((b): {naive_reps} counted and timed)"
     );
     let db_for = |rep: usize| if rep == 0 { &counted } else { &plain };
+    let started = Instant::now();
+    let log = |key: &str, rep: usize, t: Duration| {
+        eprintln!(
+            "  ({key}) run {rep}{}: {:.3} s  [{:.0} s since start]",
+            if rep == 0 { " (counted, untimed)" } else { "" },
+            t.as_secs_f64(),
+            started.elapsed().as_secs_f64()
+        )
+    };
     let mut rows: Vec<Row> = Vec::new();
 
-    // (a) Blind insert_many with random ids.
-    let mut row = Row {
-        key: "a",
-        what: "blind insert_many, random ids (floor)",
-        secs: vec![],
-        wire: Default::default(),
-    };
-    for rep in 0..=reps {
-        let coll = db_for(rep).collection::<RandomPost>("a");
-        coll.drop().await.unwrap();
-        let rdocs = random_ids(&docs);
-        wire.take();
-        let (t, r) = timed(coll.insert_many(&rdocs)).await;
-        assert_eq!(r.unwrap().inserted_ids.len(), n);
-        if rep == 0 {
-            row.wire = wire.take();
-            assert_eq!(row.wire.inserted_docs, n);
-        } else {
-            row.secs.push(t.as_secs_f64());
+    if want("a") {
+        // (a) Blind insert_many with random ids.
+        let mut row = Row {
+            key: "a",
+            what: "blind insert_many, random ids (floor)",
+            secs: vec![],
+            wire: Default::default(),
+        };
+        for rep in 0..=reps {
+            let coll = db_for(rep).collection::<RandomPost>("a");
+            coll.drop().await.unwrap();
+            let rdocs = random_ids(&docs);
+            wire.take();
+            let (t, r) = timed(coll.insert_many(&rdocs)).await;
+            log("a", rep, t);
+            assert_eq!(r.unwrap().inserted_ids.len(), n);
+            if rep == 0 {
+                row.wire = wire.take();
+                assert_eq!(row.wire.inserted_docs, n);
+            } else {
+                row.secs.push(t.as_secs_f64());
+            }
         }
+        plain.collection::<RandomPost>("a").drop().await.unwrap();
+        rows.push(row);
     }
-    eprintln!("(a) done: median {:.3} s", median(&row.secs));
-    rows.push(row);
 
-    // (c) upsert_many, first ingest into an empty collection with the identity index.
-    let mut row = Row {
-        key: "c",
-        what: "upsert_many, first ingest (empty collection, ensure_indexes)",
-        secs: vec![],
-        wire: Default::default(),
-    };
-    for rep in 0..=reps {
-        let coll = fresh(db_for(rep), "posts", true).await;
-        wire.take();
-        let (t, r) = timed(upsert_many(&coll, &docs).batch_size(batch)).await;
-        let r = r.unwrap();
-        assert_eq!((r.inserted, r.updated, r.unchanged), (n as u64, 0, 0));
-        assert!(r.failures.is_empty());
-        if rep == 0 {
-            row.wire = wire.take();
-            assert_eq!((row.wire.inserted_docs, row.wire.update_statements), (n, 0));
-        } else {
-            row.secs.push(t.as_secs_f64());
+    if want("c") {
+        // (c) upsert_many, first ingest into an empty collection with the identity index.
+        let mut row = Row {
+            key: "c",
+            what: "upsert_many, first ingest (empty collection, ensure_indexes)",
+            secs: vec![],
+            wire: Default::default(),
+        };
+        for rep in 0..=reps {
+            let coll = fresh(db_for(rep), "posts", true).await;
+            wire.take();
+            let (t, r) = timed(upsert_many(&coll, &docs).batch_size(batch)).await;
+            log("c", rep, t);
+            let r = r.unwrap();
+            assert_eq!((r.inserted, r.updated, r.unchanged), (n as u64, 0, 0));
+            assert!(r.failures.is_empty());
+            if rep == 0 {
+                row.wire = wire.take();
+                assert_eq!((row.wire.inserted_docs, row.wire.update_statements), (n, 0));
+            } else {
+                row.secs.push(t.as_secs_f64());
+            }
         }
+        rows.push(row);
+    } else if want("d") || want("b") || want("e") {
+        let coll = fresh(&plain, "posts", true).await;
+        let r = upsert_many(&coll, &docs).batch_size(batch).await.unwrap();
+        assert_eq!(r.inserted, n as u64);
     }
-    eprintln!("(c) done: median {:.3} s", median(&row.secs));
-    rows.push(row);
 
     // The "posts" collection now holds `docs`, unchanged, for (d), (b) and then (e).
 
-    // (d) upsert_many, re-ingest of unchanged data.
-    let mut row = Row {
-        key: "d",
-        what: "upsert_many, re-ingest unchanged",
-        secs: vec![],
-        wire: Default::default(),
-    };
-    for rep in 0..=reps {
-        let coll = db_for(rep).collection::<Post>("posts");
-        wire.take();
-        let (t, r) = timed(upsert_many(&coll, &docs).batch_size(batch)).await;
-        let r = r.unwrap();
-        assert_eq!((r.inserted, r.updated, r.unchanged), (0, 0, n as u64));
-        if rep == 0 {
-            row.wire = wire.take();
-            assert_eq!(row.wire.write_commands(), 0, "unchanged: no write command");
-        } else {
-            row.secs.push(t.as_secs_f64());
+    if want("d") {
+        // (d) upsert_many, re-ingest of unchanged data.
+        let mut row = Row {
+            key: "d",
+            what: "upsert_many, re-ingest unchanged",
+            secs: vec![],
+            wire: Default::default(),
+        };
+        for rep in 0..=reps {
+            let coll = db_for(rep).collection::<Post>("posts");
+            wire.take();
+            let (t, r) = timed(upsert_many(&coll, &docs).batch_size(batch)).await;
+            log("d", rep, t);
+            let r = r.unwrap();
+            assert_eq!((r.inserted, r.updated, r.unchanged), (0, 0, n as u64));
+            if rep == 0 {
+                row.wire = wire.take();
+                assert_eq!(row.wire.write_commands(), 0, "unchanged: no write command");
+            } else {
+                row.secs.push(t.as_secs_f64());
+            }
         }
+        rows.push(row);
     }
-    eprintln!("(d) done: median {:.3} s", median(&row.secs));
-    rows.push(row);
 
-    // (b) The recipe one document at a time, same unchanged re-ingest.
-    let mut row = Row {
-        key: "b",
-        what: "per-document find_one + update_one(upsert), re-ingest unchanged",
-        secs: vec![],
-        wire: Default::default(),
-    };
-    for rep in 0..=reps {
-        let coll = db_for(rep).collection::<Post>("posts");
-        wire.take();
-        let (t, (unchanged, written)) = timed(naive_one_at_a_time(&coll, &docs)).await;
-        assert_eq!((unchanged, written), (n, 0));
-        if rep == 0 {
+    if want("b") {
+        // (b) The recipe one document at a time, same unchanged re-ingest; every run counted
+        // and timed (see the module docs).
+        let mut row = Row {
+            key: "b",
+            what: "per-document find_one + update_one(upsert), re-ingest unchanged",
+            secs: vec![],
+            wire: Default::default(),
+        };
+        for rep in 1..=naive_reps {
+            let coll = counted.collection::<Post>("posts");
+            wire.take();
+            let (t, (unchanged, written)) = timed(naive_one_at_a_time(&coll, &docs)).await;
+            log("b", rep, t);
+            assert_eq!((unchanged, written), (n, 0));
             row.wire = wire.take();
             assert_eq!(row.wire.count("find"), n);
-        } else {
+            assert_eq!(row.wire.write_commands(), 0);
             row.secs.push(t.as_secs_f64());
         }
+        rows.push(row);
     }
-    eprintln!("(b) done: median {:.3} s", median(&row.secs));
-    rows.push(row);
 
-    // (e) upsert_many, re-ingest with 1% changed (a different edit each repetition, so each
-    // one finds exactly 1% changed against what is stored).
-    let mut row = Row {
-        key: "e",
-        what: "upsert_many, re-ingest with 1% changed",
-        secs: vec![],
-        wire: Default::default(),
-    };
     let mut changed_count = 0;
-    for rep in 0..=reps {
-        let coll = db_for(rep).collection::<Post>("posts");
-        let (changed, k) = one_percent_changed(&docs, rep);
-        changed_count = k;
-        wire.take();
-        let (t, r) = timed(upsert_many(&coll, &changed).batch_size(batch)).await;
-        let r = r.unwrap();
-        assert_eq!(
-            (r.inserted, r.updated, r.unchanged),
-            (0, k as u64, (n - k) as u64)
-        );
-        if rep == 0 {
-            row.wire = wire.take();
+    if want("e") {
+        // (e) upsert_many, re-ingest with 1% changed (a different edit each repetition, so
+        // each one finds exactly 1% changed against what is stored).
+        let mut row = Row {
+            key: "e",
+            what: "upsert_many, re-ingest with 1% changed",
+            secs: vec![],
+            wire: Default::default(),
+        };
+        for rep in 0..=reps {
+            let coll = db_for(rep).collection::<Post>("posts");
+            let (changed, k) = one_percent_changed(&docs, rep);
+            changed_count = k;
+            wire.take();
+            let (t, r) = timed(upsert_many(&coll, &changed).batch_size(batch)).await;
+            log("e", rep, t);
+            let r = r.unwrap();
             assert_eq!(
-                (row.wire.inserted_docs, row.wire.update_statements),
-                (0, k),
-                "exactly the changed documents are written"
+                (r.inserted, r.updated, r.unchanged),
+                (0, k as u64, (n - k) as u64)
             );
-        } else {
-            row.secs.push(t.as_secs_f64());
+            if rep == 0 {
+                row.wire = wire.take();
+                assert_eq!(
+                    (row.wire.inserted_docs, row.wire.update_statements),
+                    (0, k),
+                    "exactly the changed documents are written"
+                );
+            } else {
+                row.secs.push(t.as_secs_f64());
+            }
         }
+        rows.push(row);
     }
-    eprintln!("(e) done: median {:.3} s", median(&row.secs));
-    rows.push(row);
 
     // The table.
-    let get = |k: &str| median(&rows.iter().find(|r| r.key == k).unwrap().secs);
-    let (a, b, c, d) = (get("a"), get("b"), get("c"), get("d"));
+    let get = |k: &str| rows.iter().find(|r| r.key == k).map(|r| median(&r.secs));
     println!();
     println!(
-        "ingest: {n} posts (~{avg_bson:.0} B BSON), batch size {batch}, medians of {reps} runs"
+        "ingest: {n} posts (~{avg_bson:.0} B BSON), batch size {batch}, medians of {reps} runs \
+         ((b): {naive_reps})"
     );
     println!("| | scenario | median s | min s | max s | docs/s | on the wire (counted run) |");
     println!("|---|---|---:|---:|---:|---:|---|");
@@ -357,23 +387,33 @@ async fn main() {
             r.wire.summary()
         );
     }
-    let e_wire = &rows.iter().find(|r| r.key == "e").unwrap().wire;
-    let d_wire = &rows.iter().find(|r| r.key == "d").unwrap().wire;
     println!();
-    println!(
-        "(c)/(a) first ingest vs blind insert: {:.2}x (target <= 1.3x)",
-        c / a
-    );
-    println!(
-        "(b)/(d) naive vs upsert_many re-ingest: {:.1}x faster (target >= 20x)",
-        b / d
-    );
-    println!(
-        "(d) write commands: {} (target 0); (e) documents written: {} of {} changed ({} write commands)",
-        d_wire.write_commands(),
-        e_wire.written(),
-        changed_count,
-        e_wire.write_commands()
-    );
-    println!("(e)/(d): {:.2}x", get("e") / d);
+    if let (Some(a), Some(c)) = (get("a"), get("c")) {
+        println!(
+            "(c)/(a) first ingest vs blind insert: {:.2}x (target <= 1.3x)",
+            c / a
+        );
+    }
+    if let (Some(b), Some(d)) = (get("b"), get("d")) {
+        println!(
+            "(b)/(d) naive vs upsert_many re-ingest: {:.1}x faster (target >= 20x)",
+            b / d
+        );
+    }
+    let wire_of = |k: &str| rows.iter().find(|r| r.key == k).map(|r| r.wire.clone());
+    if let Some(w) = wire_of("d") {
+        println!("(d) write commands: {} (target 0)", w.write_commands());
+    }
+    if let Some(w) = wire_of("e") {
+        println!(
+            "(e) documents written: {} of {} changed ({} write commands)",
+            w.written(),
+            changed_count,
+            w.write_commands()
+        );
+    }
+    if let (Some(e), Some(d)) = (get("e"), get("d")) {
+        println!("(e)/(d): {:.2}x", e / d);
+    }
+    eprintln!("ingest: total {:.0} s", started.elapsed().as_secs_f64());
 }

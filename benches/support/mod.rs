@@ -76,6 +76,8 @@ pub struct Wire(Arc<Mutex<WireCounts>>);
 #[derive(Clone, Default, Debug)]
 pub struct WireCounts {
     pub commands: HashMap<String, usize>,
+    /// Server round-trip time per command name, from the succeeded/failed events.
+    pub durations: HashMap<String, Duration>,
     pub inserted_docs: usize,
     pub update_statements: usize,
     pub delete_statements: usize,
@@ -96,31 +98,45 @@ impl WireCounts {
     pub fn written(&self) -> usize {
         self.inserted_docs + self.update_statements + self.delete_statements
     }
-    /// One line: `find 20, insert 0 (0 docs), update 20 (100 stmts)`.
+    /// Total round-trip time of the commands with this name.
+    pub fn time(&self, name: &str) -> Duration {
+        self.durations.get(name).copied().unwrap_or_default()
+    }
+    /// One line: `find 20 [1.2 s], insert 0 (0 docs), update 20 (100 stmts) [3.4 s]`.
     pub fn summary(&self) -> String {
+        let t = |name: &str| {
+            if self.count(name) > 0 {
+                format!(" [{:.1} s]", self.time(name).as_secs_f64())
+            } else {
+                String::new()
+            }
+        };
         let mut reads: Vec<_> = self
             .commands
             .iter()
             .filter(|(k, _)| !["insert", "update", "delete"].contains(&k.as_str()))
-            .map(|(k, v)| format!("{k} {v}"))
+            .map(|(k, v)| format!("{k} {v}{}", t(k)))
             .collect();
         reads.sort();
         let mut parts = reads;
         parts.push(format!(
-            "insert {} ({} docs)",
+            "insert {} ({} docs){}",
             self.count("insert"),
-            self.inserted_docs
+            self.inserted_docs,
+            t("insert")
         ));
         parts.push(format!(
-            "update {} ({} stmts)",
+            "update {} ({} stmts){}",
             self.count("update"),
-            self.update_statements
+            self.update_statements,
+            t("update")
         ));
         if self.count("delete") > 0 {
             parts.push(format!(
-                "delete {} ({} stmts)",
+                "delete {} ({} stmts){}",
                 self.count("delete"),
-                self.delete_statements
+                self.delete_statements,
+                t("delete")
             ));
         }
         parts.join(", ")
@@ -134,25 +150,35 @@ impl Wire {
 }
 
 /// A client whose every started command is counted into `wire` (array lengths read from
-/// `CommandStartedEvent.command`). Monitoring converts each command to a `Document`, which
+/// `CommandStartedEvent.command`), with the round-trip time the driver measured for it
+/// (`CommandSucceededEvent.duration`). Monitoring converts each command to a `Document`, which
 /// costs time on large inserts, so timed runs use [`plain_client`] instead.
 pub async fn counting_client(uri: &str, wire: &Wire) -> Client {
     let mut opts = options(uri).await;
     let counts = wire.0.clone();
     opts.command_event_handler = Some(EventHandler::callback(move |ev: CommandEvent| {
-        if let CommandEvent::Started(s) = ev {
-            let len = |field: &str| match s.command.get(field) {
-                Some(Bson::Array(a)) => a.len(),
-                _ => 0,
-            };
-            let mut c = counts.lock().unwrap();
-            match s.command_name.as_str() {
-                "insert" => c.inserted_docs += len("documents"),
-                "update" => c.update_statements += len("updates"),
-                "delete" => c.delete_statements += len("deletes"),
-                _ => {}
+        let mut c = counts.lock().unwrap();
+        match ev {
+            CommandEvent::Started(s) => {
+                let len = |field: &str| match s.command.get(field) {
+                    Some(Bson::Array(a)) => a.len(),
+                    _ => 0,
+                };
+                match s.command_name.as_str() {
+                    "insert" => c.inserted_docs += len("documents"),
+                    "update" => c.update_statements += len("updates"),
+                    "delete" => c.delete_statements += len("deletes"),
+                    _ => {}
+                }
+                *c.commands.entry(s.command_name).or_default() += 1;
             }
-            *c.commands.entry(s.command_name).or_default() += 1;
+            CommandEvent::Succeeded(s) => {
+                *c.durations.entry(s.command_name).or_default() += s.duration;
+            }
+            CommandEvent::Failed(f) => {
+                *c.durations.entry(f.command_name).or_default() += f.duration;
+            }
+            _ => {}
         }
     }));
     Client::with_options(opts).expect("client")
@@ -190,4 +216,35 @@ pub fn median(xs: &[f64]) -> f64 {
     } else {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
+}
+
+/// A load-robust ratio for a shared machine: alternates `rounds` times between `inner` calls
+/// of `a` and `inner` calls of `b`, and returns the 10th, 50th and 90th percentile of the
+/// per-round ratio time(a)/time(b). Both sides see the same background load, which drifts
+/// too much on a shared machine for two separately measured criterion results to compare
+/// reliably.
+pub fn paired_ratio(
+    rounds: usize,
+    inner: usize,
+    mut a: impl FnMut(),
+    mut b: impl FnMut(),
+) -> (f64, f64, f64) {
+    use std::time::Instant;
+    let mut ratios = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let t = Instant::now();
+        for _ in 0..inner {
+            a();
+        }
+        let ta = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        for _ in 0..inner {
+            b();
+        }
+        let tb = t.elapsed().as_secs_f64();
+        ratios.push(ta / tb);
+    }
+    ratios.sort_by(|x, y| x.partial_cmp(y).unwrap());
+    let q = |p: f64| ratios[((ratios.len() - 1) as f64 * p).round() as usize];
+    (q(0.1), q(0.5), q(0.9))
 }
