@@ -50,7 +50,11 @@ async fn ingest_reingest_and_one_percent_changed_in_constant_round_trips() {
         (1000, 0, 0, 0)
     );
     assert_eq!(r.batches, 4);
-    assert_eq!(commands.count("find"), 4, "one read per batch");
+    assert_eq!(
+        commands.count("find"),
+        1,
+        "only the first batch reads: the others start with the insert"
+    );
     assert_eq!(
         commands.count("insert"),
         4,
@@ -132,6 +136,82 @@ async fn bad_documents_are_reported_at_their_index_and_do_not_stop_the_rest() {
         corpus(20)[7].published_at,
         "the refused post is untouched"
     );
+}
+
+#[tokio::test]
+async fn batches_that_start_with_the_insert_still_refuse_forks_and_skip_unchanged() {
+    let (coll, commands) = posts("insert_first").await;
+    let docs = corpus(40);
+    upsert_many(&coll, &docs[..20]).await.unwrap();
+
+    // 10 new posts, then — the next batch starting with its insert — a batch holding a
+    // timestamp edit of a stored post (index 13), an unchanged stored post (index 15) and an
+    // edited stored post (index 17) among 7 new ones.
+    let mut input: Vec<Post> = docs[20..37].to_vec();
+    let mut fork = docs[3].clone();
+    fork.published_at += 1;
+    let mut edited = docs[5].clone();
+    edited.body = "edited".into();
+    input.splice(13..13, [fork]);
+    input.splice(15..15, [docs[4].clone()]);
+    input.splice(17..17, [edited.clone()]);
+    commands.reset();
+    let r = upsert_many(&coll, &input).batch_size(10).await.unwrap();
+    assert_eq!(r.batches, 2);
+    let indexes: Vec<usize> = r.failures.iter().map(|(i, _)| *i).collect();
+    assert_eq!(indexes, vec![13]);
+    assert!(matches!(r.failures[0].1, Error::ImmutableKeyChanged { .. }));
+    assert_eq!((r.inserted, r.updated, r.unchanged), (17, 1, 1));
+    assert_eq!(
+        commands.sequence(),
+        [
+            "find",        // batch 1 reads: all new
+            "insert",      //   and inserts its 10
+            "listIndexes", // the identity index is there, so
+            "insert",      // batch 2 starts with its insert; the engine refuses 3 of 10,
+            "find",        //   which are read back and decided:
+            "update",      //   one edit; one fork refused; one unchanged
+        ],
+    );
+
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 37);
+    let stored = coll
+        .find_one(doc! { "_id": docs[3].id().unwrap().to_string() })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored, docs[3], "the refused edit changed nothing");
+    let stored = coll
+        .find_one(doc! { "_id": docs[5].id().unwrap().to_string() })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored, edited);
+}
+
+#[tokio::test]
+async fn without_the_identity_index_every_batch_reads_first() {
+    let (db, commands) = support::database("no_index").await;
+    let coll = db.collection::<Post>("posts");
+    let docs = corpus(30);
+    let r = upsert_many(&coll, &docs[..20]).batch_size(10).await.unwrap();
+    assert_eq!(r.inserted, 20);
+    assert_eq!(
+        commands.sequence(),
+        ["find", "insert", "listIndexes", "find", "insert"],
+        "no index: no batch skips its read"
+    );
+
+    // So a timestamp edit is still caught by the read, even in a batch after new posts.
+    let mut input = docs[20..30].to_vec();
+    let mut fork = docs[2].clone();
+    fork.published_at -= 1;
+    input.push(fork);
+    let r = upsert_many(&coll, &input).batch_size(10).await.unwrap();
+    assert_eq!(r.inserted, 10);
+    let indexes: Vec<usize> = r.failures.iter().map(|(i, _)| *i).collect();
+    assert_eq!(indexes, vec![10]);
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 30);
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 
-use bson::{doc, Bson, Document};
+use bson::{doc, Bson, Document, RawArrayBuf, RawBson, RawDocumentBuf};
 use futures_util::{Stream, StreamExt, TryStreamExt};
 use mongodb::{Collection, Database};
 use tracing::Instrument;
@@ -130,6 +130,14 @@ macro_rules! builder_options {
 /// every guarantee of the single upsert (identity guard, skip unchanged, unique identity,
 /// optimistic concurrency). A bad document is reported at its index and does not stop the rest.
 ///
+/// While the input keeps being new documents, a batch skips its read and starts with the
+/// `insert`: the engine's unique indexes refuse any document already stored (same `_id`, or
+/// same identity under a changed timestamp key), and only those are read back and decided.
+/// This needs the unique identity index from [`ensure_indexes`](crate::ensure_indexes); the
+/// call looks for it once, and without it every batch reads first. A batch in which anything
+/// was not new sends the next one back to reading first, so re-ingesting unchanged data never
+/// sends a write command.
+///
 /// `docs` is any `IntoIterator` of documents or references to them.
 ///
 /// ```no_run
@@ -246,6 +254,7 @@ where
     let span = tracing::info_span!("natural_key.upsert_many", collection = %raw.namespace());
     async move {
         let mut report = BatchReport::default();
+        let mut strategy = Strategy::default();
         let mut batch: Vec<Item<S::Item>> = Vec::with_capacity(opts.batch_size);
         let mut identities: HashSet<String> = HashSet::with_capacity(opts.batch_size);
         let mut bytes = 0;
@@ -256,7 +265,7 @@ where
                 Ok(prepared) => {
                     // A batch holds each identity once, so the batch means the same as writing
                     // its documents one after another.
-                    let size = bson_size(&prepared.body);
+                    let size = prepared.body.as_bytes().len();
                     if identities.contains(&prepared.identity) || bytes + size > MAX_BATCH_BYTES {
                         bytes = 0;
                         flush(
@@ -266,6 +275,7 @@ where
                             &mut identities,
                             &mut report,
                             &mut opts,
+                            &mut strategy,
                         )
                         .await?;
                     }
@@ -285,6 +295,7 @@ where
                             &mut identities,
                             &mut report,
                             &mut opts,
+                            &mut strategy,
                         )
                         .await?;
                     }
@@ -298,6 +309,7 @@ where
             &mut identities,
             &mut report,
             &mut opts,
+            &mut strategy,
         )
         .await?;
         Ok(report)
@@ -322,16 +334,26 @@ async fn flush<T: NaturalKey, D: Borrow<T>>(
     identities: &mut HashSet<String>,
     report: &mut BatchReport,
     opts: &mut Options<'_>,
+    strategy: &mut Strategy,
 ) -> Result<(), Error> {
     if batch.is_empty() {
         return Ok(());
     }
     let items = std::mem::take(batch);
     identities.clear();
+    let mut insert_first = strategy.insert_first;
     let results = opts
         .retry
-        .run("upsert_many", || upsert_batch(raw, db, &items, opts.mode))
+        .run("upsert_many", || {
+            // A retried batch may have been applied by the lost attempt: it reads first.
+            let this_attempt = std::mem::replace(&mut insert_first, false);
+            upsert_batch(raw, db, &items, opts.mode, this_attempt)
+        })
         .await?;
+    let all_new = results
+        .iter()
+        .all(|r| matches!(r, Ok(Outcome::Inserted(_))));
+    strategy.after_batch(raw, all_new).await;
     for (item, result) in items.iter().zip(results) {
         match result {
             Ok(o) => report.count(o),
@@ -345,12 +367,66 @@ async fn flush<T: NaturalKey, D: Borrow<T>>(
     Ok(())
 }
 
+/// How the next batch of an `upsert_many` starts: with the read of its identities, or, while
+/// the input keeps being new documents, with the `insert` itself.
+///
+/// A batch of new documents needs no read: the `insert` is the check, because the engine
+/// refuses a document whose `_id` or identity is already stored (the unique identity index
+/// catches a changed timestamp key). Only the refused documents are then read and decided.
+/// That saves the read on every batch of a first ingest — on FerretDB 1.x, whose every filter
+/// but `_id` equality scans the whole collection, it is the difference between linear and
+/// quadratic. Skipping the read is only safe with the unique identity index in place, so it is
+/// looked up (once per call) before the first such batch; without it every batch reads first.
+/// A batch in which anything was not a fresh insert sends the next one back to reading first,
+/// so a re-ingest of unchanged data sends no write command at all.
+#[derive(Debug, Default)]
+struct Strategy {
+    insert_first: bool,
+    /// Whether the collection has the unique identity index; `None` until looked up.
+    identity_index: Option<bool>,
+}
+
+impl Strategy {
+    async fn after_batch(&mut self, raw: &Collection<Document>, all_new: bool) {
+        if !all_new {
+            self.insert_first = false;
+            return;
+        }
+        if self.identity_index.is_none() {
+            let present = has_identity_index(raw).await;
+            if !present {
+                tracing::debug!(
+                    "no unique `{IDENTITY_FIELD}` index (see `ensure_indexes`): every batch reads first"
+                );
+            }
+            self.identity_index = Some(present);
+        }
+        self.insert_first = self.identity_index == Some(true);
+    }
+}
+
+/// Whether `raw` has a unique index on exactly the identity field. A failed lookup counts as
+/// no index (the safe answer: the batch reads first).
+async fn has_identity_index(raw: &Collection<Document>) -> bool {
+    let Ok(cursor) = raw.list_indexes().await else {
+        return false;
+    };
+    let Ok(models) = cursor.try_collect::<Vec<_>>().await else {
+        return false;
+    };
+    models.iter().any(|m| {
+        m.keys.len() == 1
+            && m.keys.contains_key(IDENTITY_FIELD)
+            && m.options.as_ref().and_then(|o| o.unique) == Some(true)
+    })
+}
+
 /// One document to send: the item it belongs to, whether it creates the document, and the
 /// `insert` document or `update` statement.
 struct Statement {
     item: usize,
     insert: bool,
-    doc: Document,
+    doc: RawDocumentBuf,
 }
 
 /// Decides and writes one batch; returns one result per item. `Err` only for failures of the
@@ -366,6 +442,7 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
     db: &Database,
     items: &[Item<D>],
     mode: WriteMode,
+    insert_first: bool,
 ) -> Result<Vec<Result<Outcome, Error>>, Error> {
     let namespace = || raw.namespace().to_string();
     let mut results: Vec<Option<Result<Outcome, Error>>> = (0..items.len()).map(|_| None).collect();
@@ -374,25 +451,22 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
     let mut uncertain: Vec<Option<(String, bool)>> = vec![None; items.len()];
     let mut pending: Vec<usize> = (0..items.len()).collect();
     let mut one_by_one = false;
-    for _ in 0..MAX_ROUNDS {
+    for round in 0..MAX_ROUNDS {
         if pending.is_empty() {
             break;
         }
-        // Round trip 1: the stored `_id`, hash and write token of every pending identity.
+        // Round trip 1: the stored `_id`, hash and write token of every pending identity —
+        // skipped when the batch starts with the insert (see `Strategy`), which treats every
+        // document as new and leaves what the engine refuses for the next round.
         let wanted: Vec<&str> = pending
             .iter()
             .map(|&i| items[i].prepared.identity.as_str())
             .collect();
-        let stored: HashMap<String, Document> = raw
-            .find(doc! { IDENTITY_FIELD: { "$in": &wanted } })
-            .projection(doc! { "_id": 1, HASH_FIELD: 1, IDENTITY_FIELD: 1, WRITE_FIELD: 1 })
-            .batch_size(wanted.len() as u32 + 1)
-            .await
-            .map_err(classify)?
-            .map_ok(|d| (d.get_str(IDENTITY_FIELD).unwrap_or_default().to_string(), d))
-            .try_collect()
-            .await
-            .map_err(classify)?;
+        let stored: HashMap<String, Document> = if round == 0 && insert_first {
+            HashMap::new()
+        } else {
+            read_identities(raw, &wanted).await?
+        };
 
         // Decide, and collect what to send: new documents go in one `insert` command (engines
         // apply it as one batch), changed ones in one `update` command.
@@ -435,15 +509,16 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
                     continue;
                 }
             }
-            let mut body = p.body.clone();
-            body.insert(WRITE_FIELD, token.clone());
             let insert = found.is_none();
             if insert && uncertain[i].is_none() {
-                body.insert("_id", p.id_text.clone());
+                let mut doc = RawDocumentBuf::new();
+                doc.append("_id", p.id_text.as_str());
+                p.append_body_to(&mut doc)?;
+                doc.append(WRITE_FIELD, token.as_str());
                 inserts.push(Statement {
                     item: i,
                     insert,
-                    doc: body,
+                    doc,
                 });
                 continue;
             }
@@ -451,16 +526,27 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
             // upsert's insert collides on `_id` (duplicate key): the signal to decide again.
             // A retried insert: by `_id` alone, which also adopts a same-`_id` document written
             // by other code without identity (see `write::upsert_prepared`).
-            let filter = if insert {
-                doc! { "_id": &p.id_text }
-            } else {
-                doc! { "_id": &p.id_text, HASH_FIELD: hash }
-            };
+            let mut filter = RawDocumentBuf::new();
+            filter.append("_id", p.id_text.as_str());
+            if !insert {
+                filter.append(HASH_FIELD, raw_value(&hash)?);
+            }
+            let mut body = RawDocumentBuf::new();
+            p.append_body_to(&mut body)?;
+            body.append(WRITE_FIELD, token.as_str());
             let update = match mode {
-                WriteMode::Merge => doc! { "$set": body },
+                WriteMode::Merge => {
+                    let mut set = RawDocumentBuf::new();
+                    set.append("$set", body);
+                    set
+                }
                 WriteMode::Replace => body,
             };
-            let statement = doc! { "q": filter, "u": update, "upsert": true, "multi": false };
+            let mut statement = RawDocumentBuf::new();
+            statement.append("q", filter);
+            statement.append("u", update);
+            statement.append("upsert", true);
+            statement.append("multi", false);
             updates.push(Statement {
                 item: i,
                 insert,
@@ -487,10 +573,15 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
             };
             for chunk in chunks {
                 let sent = &group[chunk];
-                let payload: Vec<&Document> = sent.iter().map(|s| &s.doc).collect();
-                let reply = db
-                    .run_command(doc! { command: raw.name(), field: payload, "ordered": false })
-                    .await;
+                let mut payload = RawArrayBuf::new();
+                for s in sent {
+                    payload.push(s.doc.clone());
+                }
+                let mut cmd = RawDocumentBuf::new();
+                cmd.append(command, raw.name());
+                cmd.append(field, payload);
+                cmd.append("ordered", false);
+                let reply = db.run_raw_command(cmd).await;
                 let reply = match reply {
                     Ok(reply) => reply,
                     Err(e) if is_duplicate_key(&e) => {
@@ -595,6 +686,31 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
             })
         })
         .collect())
+}
+
+/// The stored `_id`, hash, identity and write token of each of `identities` that is stored,
+/// keyed by identity: one `find`.
+async fn read_identities(
+    raw: &Collection<Document>,
+    identities: &[&str],
+) -> Result<HashMap<String, Document>, Error> {
+    raw.find(doc! { IDENTITY_FIELD: { "$in": identities } })
+        .projection(doc! { "_id": 1, HASH_FIELD: 1, IDENTITY_FIELD: 1, WRITE_FIELD: 1 })
+        .batch_size(identities.len() as u32 + 1)
+        .await
+        .map_err(classify)?
+        .map_ok(|d| (d.get_str(IDENTITY_FIELD).unwrap_or_default().to_string(), d))
+        .try_collect()
+        .await
+        .map_err(classify)
+}
+
+/// A stored value (read back as `Bson`) for a raw filter.
+fn raw_value(b: &Bson) -> Result<RawBson, Error> {
+    RawBson::try_from(b.clone()).map_err(|e| Error::Serialize {
+        type_name: "bson::Bson",
+        message: e.to_string(),
+    })
 }
 
 fn as_index(b: &Bson) -> Option<usize> {

@@ -4,7 +4,7 @@ use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 
-use bson::{doc, Bson, Document};
+use bson::{doc, Bson, Document, RawDocumentBuf};
 use mongodb::options::IndexOptions;
 use mongodb::{Collection, IndexModel};
 use tracing::Instrument;
@@ -148,10 +148,20 @@ fn namespace<T: Send + Sync>(coll: &Collection<T>) -> String {
     coll.namespace().to_string()
 }
 
-fn to_body<T: serde::Serialize>(doc: &T) -> Result<Document, Error> {
-    let mut body = bson::to_document(doc).map_err(Error::serialize::<T>)?;
-    // The filter carries `_id`; engines differ on `_id` inside `$set`/replacements.
-    body.remove("_id");
+/// The document's BSON, serialized once, without `_id`: the filter carries `_id`, and engines
+/// differ on `_id` inside `$set`/replacements.
+fn to_body<T: serde::Serialize>(doc: &T) -> Result<RawDocumentBuf, Error> {
+    let raw = bson::to_raw_document_buf(doc).map_err(Error::serialize::<T>)?;
+    if raw.get("_id").map_err(Error::serialize::<T>)?.is_none() {
+        return Ok(raw);
+    }
+    let mut body = RawDocumentBuf::new();
+    for element in &raw {
+        let (key, value) = element.map_err(Error::serialize::<T>)?;
+        if key != "_id" {
+            body.append_ref(key, value);
+        }
+    }
     Ok(body)
 }
 
@@ -226,7 +236,10 @@ pub(crate) struct Prepared {
     pub(crate) id_text: String,
     pub(crate) identity: String,
     pub(crate) hash: String,
-    pub(crate) body: Document,
+    /// The stored fields but `_id`: the document, its identity and its hash, as BSON — built
+    /// once; batches copy it into their commands without a `Document` tree in between.
+    pub(crate) body: RawDocumentBuf,
+    type_name: &'static str,
 }
 
 impl Prepared {
@@ -235,15 +248,37 @@ impl Prepared {
         let identity = doc.identity()?.to_string();
         let hash = doc.content_hash()?.to_string();
         let mut body = to_body(doc)?;
-        body.insert(IDENTITY_FIELD, identity.clone());
-        body.insert(HASH_FIELD, hash.clone());
+        body.append(IDENTITY_FIELD, identity.as_str());
+        body.append(HASH_FIELD, hash.as_str());
         Ok(Prepared {
             id,
             id_text: id.to_string(),
             identity,
             hash,
             body,
+            type_name: std::any::type_name::<T>(),
         })
+    }
+
+    /// Appends the fields of `body` to `dst`.
+    pub(crate) fn append_body_to(&self, dst: &mut RawDocumentBuf) -> Result<(), Error> {
+        for element in &self.body {
+            let (key, value) = element.map_err(|e| self.serialize_error(e))?;
+            dst.append_ref(key, value);
+        }
+        Ok(())
+    }
+
+    fn serialize_error(&self, e: impl fmt::Display) -> Error {
+        Error::Serialize {
+            type_name: self.type_name,
+            message: e.to_string(),
+        }
+    }
+
+    /// `body` as a `Document`, for the driver's single-document update helpers.
+    fn body_document(&self) -> Result<Document, Error> {
+        self.body.to_document().map_err(|e| self.serialize_error(e))
     }
 }
 
@@ -254,6 +289,7 @@ pub(crate) async fn upsert_prepared(
     mode: WriteMode,
     describe_key: &(dyn Fn() -> String + Send + Sync),
 ) -> Result<Outcome, Error> {
+    let body = p.body_document()?;
     for _ in 0..MAX_ROUNDS {
         let stored = raw
             .find_one(doc! { IDENTITY_FIELD: &p.identity })
@@ -276,8 +312,8 @@ pub(crate) async fn upsert_prepared(
                 }
                 let filter = doc! { "_id": &p.id_text, HASH_FIELD: stored_hash };
                 let matched = match mode {
-                    WriteMode::Merge => raw.update_one(filter, doc! { "$set": &p.body }).await,
-                    WriteMode::Replace => raw.replace_one(filter, &p.body).await,
+                    WriteMode::Merge => raw.update_one(filter, doc! { "$set": &body }).await,
+                    WriteMode::Replace => raw.replace_one(filter, &body).await,
                 }
                 .map_err(classify)?
                 .matched_count;
@@ -296,11 +332,11 @@ pub(crate) async fn upsert_prepared(
                 let filter = doc! { "_id": &p.id_text };
                 let result = match mode {
                     WriteMode::Merge => {
-                        raw.update_one(filter, doc! { "$set": &p.body })
+                        raw.update_one(filter, doc! { "$set": &body })
                             .upsert(true)
                             .await
                     }
-                    WriteMode::Replace => raw.replace_one(filter, &p.body).upsert(true).await,
+                    WriteMode::Replace => raw.replace_one(filter, &body).upsert(true).await,
                 };
                 match result {
                     Ok(r) if r.upserted_id.is_some() => return Ok(Outcome::Inserted(p.id)),

@@ -64,13 +64,13 @@ pub fn db_down(env: &[(&str, &str)]) {
     );
 }
 
-/// Counts the commands a client sends, by name (`find`, `update`, `insert`, ...).
+/// Records the commands a client sends, by name (`find`, `update`, `insert`, ...), in order.
 #[derive(Clone, Default)]
-pub struct Commands(Arc<Mutex<HashMap<String, usize>>>);
+pub struct Commands(Arc<Mutex<Vec<String>>>);
 
 impl Commands {
     pub fn count(&self, name: &str) -> usize {
-        self.0.lock().unwrap().get(name).copied().unwrap_or(0)
+        self.0.lock().unwrap().iter().filter(|n| *n == name).count()
     }
     /// Write commands sent so far.
     pub fn writes(&self) -> usize {
@@ -80,7 +80,12 @@ impl Commands {
             .sum()
     }
     pub fn total(&self) -> usize {
-        self.0.lock().unwrap().values().sum()
+        self.0.lock().unwrap().len()
+    }
+    /// The names of the commands sent so far, in order.
+    #[allow(dead_code)]
+    pub fn sequence(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
     }
     pub fn reset(&self) {
         self.0.lock().unwrap().clear();
@@ -96,7 +101,7 @@ pub async fn client_for(uri: &str, commands: &Commands) -> Client {
     let counter = commands.0.clone();
     opts.command_event_handler = Some(EventHandler::callback(move |ev: CommandEvent| {
         if let CommandEvent::Started(s) = ev {
-            *counter.lock().unwrap().entry(s.command_name).or_default() += 1;
+            counter.lock().unwrap().push(s.command_name);
         }
     }));
     Client::with_options(opts).expect("client")
