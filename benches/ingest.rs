@@ -220,57 +220,87 @@ async fn main() {
     };
     let mut rows: Vec<Row> = Vec::new();
 
-    if want("a") {
-        // (a) Blind insert_many with random ids.
-        let mut row = Row {
+    if want("a") || want("c") {
+        // (a) and (c) alternate, repetition by repetition, so that drift in the machine's load
+        // (or in the engine's data file) affects both alike; the ratio is also reported per
+        // repetition.
+        let mut row_a = Row {
             key: "a",
             what: "blind insert_many, random ids (floor)",
             secs: vec![],
             wire: Default::default(),
         };
-        for rep in 0..=reps {
-            let coll = db_for(rep).collection::<RandomPost>("a");
-            coll.drop().await.unwrap();
-            let rdocs = random_ids(&docs);
-            wire.take();
-            let (t, r) = timed(coll.insert_many(&rdocs)).await;
-            log("a", rep, t);
-            assert_eq!(r.unwrap().inserted_ids.len(), n);
-            if rep == 0 {
-                row.wire = wire.take();
-                assert_eq!(row.wire.inserted_docs, n);
-            } else {
-                row.secs.push(t.as_secs_f64());
-            }
-        }
-        plain.collection::<RandomPost>("a").drop().await.unwrap();
-        rows.push(row);
-    }
-
-    if want("c") {
-        // (c) upsert_many, first ingest into an empty collection with the identity index.
-        let mut row = Row {
+        let mut row_c = Row {
             key: "c",
             what: "upsert_many, first ingest (empty collection, ensure_indexes)",
             secs: vec![],
             wire: Default::default(),
         };
         for rep in 0..=reps {
-            let coll = fresh(db_for(rep), "posts", true).await;
-            wire.take();
-            let (t, r) = timed(upsert_many(&coll, &docs).batch_size(batch)).await;
-            log("c", rep, t);
-            let r = r.unwrap();
-            assert_eq!((r.inserted, r.updated, r.unchanged), (n as u64, 0, 0));
-            assert!(r.failures.is_empty());
-            if rep == 0 {
-                row.wire = wire.take();
-                assert_eq!((row.wire.inserted_docs, row.wire.update_statements), (n, 0));
-            } else {
-                row.secs.push(t.as_secs_f64());
+            if want("a") {
+                // (a) Blind insert_many with random ids.
+                let coll = db_for(rep).collection::<RandomPost>("a");
+                coll.drop().await.unwrap();
+                let rdocs = random_ids(&docs);
+                wire.take();
+                let (t, r) = timed(coll.insert_many(&rdocs)).await;
+                log("a", rep, t);
+                assert_eq!(r.unwrap().inserted_ids.len(), n);
+                if rep == 0 {
+                    row_a.wire = wire.take();
+                    assert_eq!(row_a.wire.inserted_docs, n);
+                } else {
+                    row_a.secs.push(t.as_secs_f64());
+                }
+                coll.drop().await.unwrap();
+            }
+            if want("c") {
+                // (c) upsert_many, first ingest into an empty collection with the identity index.
+                let coll = fresh(db_for(rep), "posts", true).await;
+                wire.take();
+                let (t, r) = timed(upsert_many(&coll, &docs).batch_size(batch)).await;
+                log("c", rep, t);
+                let r = r.unwrap();
+                assert_eq!((r.inserted, r.updated, r.unchanged), (n as u64, 0, 0));
+                assert!(r.failures.is_empty());
+                if rep == 0 {
+                    row_c.wire = wire.take();
+                    assert_eq!(
+                        (row_c.wire.inserted_docs, row_c.wire.update_statements),
+                        (n, 0)
+                    );
+                } else {
+                    row_c.secs.push(t.as_secs_f64());
+                }
             }
         }
-        rows.push(row);
+        if want("a") && want("c") {
+            let mut ratios: Vec<f64> = row_c
+                .secs
+                .iter()
+                .zip(&row_a.secs)
+                .map(|(c, a)| c / a)
+                .collect();
+            ratios.sort_by(|x, y| x.partial_cmp(y).unwrap());
+            eprintln!(
+                "  (c)/(a) per repetition: {}",
+                ratios
+                    .iter()
+                    .map(|r| format!("{r:.2}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        for row in [row_a, row_c] {
+            if !row.secs.is_empty() {
+                rows.push(row);
+            }
+        }
+        if !want("c") && (want("d") || want("b") || want("e")) {
+            let coll = fresh(&plain, "posts", true).await;
+            let r = upsert_many(&coll, &docs).batch_size(batch).await.unwrap();
+            assert_eq!(r.inserted, n as u64);
+        }
     } else if want("d") || want("b") || want("e") {
         let coll = fresh(&plain, "posts", true).await;
         let r = upsert_many(&coll, &docs).batch_size(batch).await.unwrap();

@@ -194,7 +194,10 @@ async fn without_the_identity_index_every_batch_reads_first() {
     let (db, commands) = support::database("no_index").await;
     let coll = db.collection::<Post>("posts");
     let docs = corpus(30);
-    let r = upsert_many(&coll, &docs[..20]).batch_size(10).await.unwrap();
+    let r = upsert_many(&coll, &docs[..20])
+        .batch_size(10)
+        .await
+        .unwrap();
     assert_eq!(r.inserted, 20);
     assert_eq!(
         commands.sequence(),
@@ -326,27 +329,46 @@ async fn events_in_batches_are_stored_once() {
 }
 
 #[tokio::test]
-async fn batches_are_cut_by_size_so_large_documents_fit_in_commands() {
+async fn large_documents_are_cut_into_batches_and_commands_that_fit() {
     let (coll, commands) = posts("big_docs").await;
-    // 24 posts of ~1 MiB: 24 MiB in one batch would exceed the 16 MiB command limit.
-    let docs: Vec<Post> = corpus(24)
-        .into_iter()
-        .map(|p| Post {
-            body: "x".repeat(1 << 20),
-            ..p
-        })
-        .collect();
+    // 40 posts of ~1 MiB: more than one batch (MAX_BATCH_BYTES), and more than one command
+    // document (16 MiB) holds.
+    let big = |p: Post| Post {
+        body: "x".repeat(1 << 20),
+        ..p
+    };
+    let mut docs: Vec<Post> = corpus(40).into_iter().map(big).collect();
     let r = upsert_many(&coll, &docs).await.unwrap();
-    assert_eq!((r.inserted, r.failures.len()), (24, 0), "{:?}", r.failures);
-    assert!(r.batches >= 3, "cut by bytes: {} batches", r.batches);
-    assert_eq!(commands.count("insert") as u64, r.batches);
+    assert_eq!((r.inserted, r.failures.len()), (40, 0), "{:?}", r.failures);
+    assert!(r.batches >= 2, "cut by bytes: {} batches", r.batches);
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 40);
+
+    // 12 MiB of changed documents: more than one `update` command.
+    for p in docs.iter_mut().take(12) {
+        p.body = "y".repeat(1 << 20);
+    }
+    commands.reset();
     let r = upsert_many(&coll, &docs).await.unwrap();
-    assert_eq!(r.unchanged, 24);
+    assert_eq!(
+        (r.updated, r.unchanged, r.failures.len()),
+        (12, 28, 0),
+        "{:?}",
+        r.failures
+    );
+    assert!(commands.count("update") >= 2, "{:?}", commands.sequence());
+    let stored = coll
+        .find_one(doc! { "_id": docs[11].id().unwrap().to_string() })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored, docs[11]);
+    let r = upsert_many(&coll, &docs).await.unwrap();
+    assert_eq!(r.unchanged, 40);
 
     let (db, _) = support::database("big_events").await;
     let clicks = db.collection::<Click>("clicks");
     ensure_indexes(&clicks).await.unwrap();
-    let events: Vec<Click> = (0..24)
+    let events: Vec<Click> = (0..40)
         .map(|i| Click {
             id: Ulid::new(),
             request: format!("r{i}"),
@@ -354,6 +376,8 @@ async fn batches_are_cut_by_size_so_large_documents_fit_in_commands() {
         })
         .collect();
     let r = insert_many(&clicks, &events).await.unwrap();
-    assert_eq!((r.inserted, r.failures.len()), (24, 0), "{:?}", r.failures);
-    assert!(r.batches >= 3);
+    assert_eq!((r.inserted, r.failures.len()), (40, 0), "{:?}", r.failures);
+    assert!(r.batches >= 2);
+    let r = insert_many(&clicks, &events).await.unwrap();
+    assert_eq!(r.already_applied, 40);
 }

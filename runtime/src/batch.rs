@@ -7,6 +7,7 @@ use std::pin::Pin;
 
 use bson::{doc, Bson, Document, RawArrayBuf, RawBson, RawDocumentBuf};
 use futures_util::{Stream, StreamExt, TryStreamExt};
+use mongodb::error::ErrorKind;
 use mongodb::{Collection, Database};
 use tracing::Instrument;
 use ulid::Ulid;
@@ -19,12 +20,15 @@ use crate::write::{
     WRITE_FIELD,
 };
 
-/// Default number of documents per batch.
-pub const DEFAULT_BATCH_SIZE: usize = 1000;
+/// Default number of documents per batch. Large, because every batch costs a read and on
+/// engines without secondary-index reads (FerretDB 1.x) each read scans the collection; memory
+/// stays bounded by [`MAX_BATCH_BYTES`].
+pub const DEFAULT_BATCH_SIZE: usize = 10_000;
 
-/// A batch is also cut when its documents reach this many BSON bytes: one command document
-/// may not exceed 16 MiB, and an `update` statement wraps each document in a filter.
-pub const MAX_BATCH_BYTES: usize = 8 * 1024 * 1024;
+/// A batch is also cut when its documents reach this many BSON bytes, which bounds memory
+/// (a batch is written while the next one is prepared). Commands are sized separately, to the
+/// engine's limits.
+pub const MAX_BATCH_BYTES: usize = 32 * 1024 * 1024;
 
 /// How many read-decide-write rounds a batch tries for documents that lost a race.
 const MAX_ROUNDS: u32 = 8;
@@ -101,9 +105,10 @@ impl Default for Options<'_> {
 
 macro_rules! builder_options {
     () => {
-        /// Documents per batch (default 1000, at least 1; a batch is also cut at
-        /// [`MAX_BATCH_BYTES`]). Each batch costs one read and at most two write commands;
-        /// memory holds one batch at a time.
+        /// Documents per batch (default [`DEFAULT_BATCH_SIZE`], at least 1; a batch is also
+        /// cut at [`MAX_BATCH_BYTES`]). Each batch costs at most one read and one `insert`
+        /// and one `update` command (more only when a command would exceed the engine's
+        /// size limits); memory holds two batches: the one being written and the next.
         pub fn batch_size(mut self, n: usize) -> Self {
             self.opts.batch_size = n.max(1);
             self
@@ -168,7 +173,7 @@ where
 /// Builder returned by [`upsert_many`]: the streaming builder over the iterator; `.await` it.
 pub type UpsertMany<'a, T, I> = UpsertStream<'a, T, futures_util::stream::Iter<I>>;
 
-/// [`upsert_many`] over a `Stream`: memory holds at most one batch, so a million-document
+/// [`upsert_many`] over a `Stream`: memory holds at most two batches, so a million-document
 /// ingest runs in constant memory. Progress is reported through `.on_progress`.
 ///
 /// ```no_run
@@ -239,6 +244,68 @@ struct Item<D> {
     doc: D,
 }
 
+/// The next batch read from the input: its documents and the ones that failed to prepare.
+struct Collected<D> {
+    items: Vec<Item<D>>,
+    failures: Vec<(usize, Error)>,
+    /// The input is exhausted.
+    done: bool,
+}
+
+/// Reads and prepares the next batch: up to `batch_size` documents, cut early at
+/// [`MAX_BATCH_BYTES`] or at an identity the batch already holds (so a batch means the same as
+/// writing its documents one after another). The document that caused a cut is kept in
+/// `carry` and starts the next batch.
+async fn collect<T, S>(
+    docs: &mut Pin<&mut futures_util::stream::Enumerate<S>>,
+    carry: &mut Option<Item<S::Item>>,
+    batch_size: usize,
+) -> Collected<S::Item>
+where
+    T: NaturalKey,
+    S: Stream,
+    S::Item: Borrow<T>,
+{
+    let mut batch = Collected {
+        items: Vec::with_capacity(batch_size),
+        failures: Vec::new(),
+        done: false,
+    };
+    let mut identities: HashSet<String> = HashSet::with_capacity(batch_size);
+    let mut bytes = 0;
+    if let Some(item) = carry.take() {
+        identities.insert(item.prepared.identity.clone());
+        bytes += item.prepared.body.as_bytes().len();
+        batch.items.push(item);
+    }
+    while batch.items.len() < batch_size {
+        let Some((index, doc)) = docs.next().await else {
+            batch.done = true;
+            break;
+        };
+        match Prepared::of::<T>(doc.borrow()) {
+            Err(e) => batch.failures.push((index, e)),
+            Ok(prepared) => {
+                let size = prepared.body.as_bytes().len();
+                let item = Item {
+                    index,
+                    prepared,
+                    doc,
+                };
+                let full = !batch.items.is_empty() && bytes + size > MAX_BATCH_BYTES;
+                if full || identities.contains(&item.prepared.identity) {
+                    *carry = Some(item);
+                    break;
+                }
+                identities.insert(item.prepared.identity.clone());
+                bytes += size;
+                batch.items.push(item);
+            }
+        }
+    }
+    batch
+}
+
 async fn run_upserts<'a, T, S>(
     coll: &'a Collection<T>,
     docs: S,
@@ -255,63 +322,31 @@ where
     async move {
         let mut report = BatchReport::default();
         let mut strategy = Strategy::default();
-        let mut batch: Vec<Item<S::Item>> = Vec::with_capacity(opts.batch_size);
-        let mut identities: HashSet<String> = HashSet::with_capacity(opts.batch_size);
-        let mut bytes = 0;
         let mut docs = std::pin::pin!(docs.enumerate());
-        while let Some((index, doc)) = docs.next().await {
-            match Prepared::of::<T>(doc.borrow()) {
-                Err(e) => report.failures.push((index, e)),
-                Ok(prepared) => {
-                    // A batch holds each identity once, so the batch means the same as writing
-                    // its documents one after another.
-                    let size = prepared.body.as_bytes().len();
-                    if identities.contains(&prepared.identity) || bytes + size > MAX_BATCH_BYTES {
-                        bytes = 0;
-                        flush(
-                            &raw,
-                            &db,
-                            &mut batch,
-                            &mut identities,
-                            &mut report,
-                            &mut opts,
-                            &mut strategy,
-                        )
-                        .await?;
+        let mut carry = None;
+        let batch_size = opts.batch_size;
+        let mut current = collect::<T, S>(&mut docs, &mut carry, batch_size).await;
+        loop {
+            let last = current.done && carry.is_none();
+            // The next batch is read and prepared (hashing, serializing) while this one's
+            // commands are on the wire: client and engine work at the same time.
+            let (written, next) = futures_util::future::join(
+                flush(&raw, &db, current, &mut report, &mut opts, &mut strategy),
+                async {
+                    if last {
+                        None
+                    } else {
+                        Some(collect::<T, S>(&mut docs, &mut carry, batch_size).await)
                     }
-                    identities.insert(prepared.identity.clone());
-                    bytes += size;
-                    batch.push(Item {
-                        index,
-                        prepared,
-                        doc,
-                    });
-                    if batch.len() >= opts.batch_size {
-                        bytes = 0;
-                        flush(
-                            &raw,
-                            &db,
-                            &mut batch,
-                            &mut identities,
-                            &mut report,
-                            &mut opts,
-                            &mut strategy,
-                        )
-                        .await?;
-                    }
-                }
+                },
+            )
+            .await;
+            written?;
+            match next {
+                Some(next) => current = next,
+                None => break,
             }
         }
-        flush(
-            &raw,
-            &db,
-            &mut batch,
-            &mut identities,
-            &mut report,
-            &mut opts,
-            &mut strategy,
-        )
-        .await?;
         Ok(report)
     }
     .instrument(span)
@@ -330,37 +365,43 @@ fn raw_database<T: Send + Sync>(coll: &Collection<T>) -> Database {
 async fn flush<T: NaturalKey, D: Borrow<T>>(
     raw: &Collection<Document>,
     db: &Database,
-    batch: &mut Vec<Item<D>>,
-    identities: &mut HashSet<String>,
+    batch: Collected<D>,
     report: &mut BatchReport,
     opts: &mut Options<'_>,
     strategy: &mut Strategy,
 ) -> Result<(), Error> {
-    if batch.is_empty() {
+    let Collected {
+        items, failures, ..
+    } = batch;
+    let anything = !items.is_empty() || !failures.is_empty();
+    report.failures.extend(failures);
+    if !items.is_empty() {
+        let mut insert_first = strategy.insert_first;
+        let mode = opts.mode;
+        let results = opts
+            .retry
+            .run("upsert_many", || {
+                // A retried batch may have been applied by the lost attempt: it reads first.
+                let this_attempt = std::mem::replace(&mut insert_first, false);
+                upsert_batch(raw, db, &items, mode, this_attempt)
+            })
+            .await?;
+        let all_new = results
+            .iter()
+            .all(|r| matches!(r, Ok(Outcome::Inserted(_))));
+        strategy.after_batch(raw, all_new).await;
+        for (item, result) in items.iter().zip(results) {
+            match result {
+                Ok(o) => report.count(o),
+                Err(e) => report.failures.push((item.index, e)),
+            }
+        }
+        report.batches += 1;
+    }
+    if !anything {
         return Ok(());
     }
-    let items = std::mem::take(batch);
-    identities.clear();
-    let mut insert_first = strategy.insert_first;
-    let results = opts
-        .retry
-        .run("upsert_many", || {
-            // A retried batch may have been applied by the lost attempt: it reads first.
-            let this_attempt = std::mem::replace(&mut insert_first, false);
-            upsert_batch(raw, db, &items, opts.mode, this_attempt)
-        })
-        .await?;
-    let all_new = results
-        .iter()
-        .all(|r| matches!(r, Ok(Outcome::Inserted(_))));
-    strategy.after_batch(raw, all_new).await;
-    for (item, result) in items.iter().zip(results) {
-        match result {
-            Ok(o) => report.count(o),
-            Err(e) => report.failures.push((item.index, e)),
-        }
-    }
-    report.batches += 1;
+    report.failures.sort_by_key(|(index, _)| *index);
     if let Some(progress) = opts.progress.as_mut() {
         progress(report);
     }
@@ -511,10 +552,12 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
             }
             let insert = found.is_none();
             if insert && uncertain[i].is_none() {
+                // No write token: an unordered `insert` reports each refused document at its
+                // index on every engine, so an insert is never uncertain (and the engine
+                // stores one field less per document).
                 let mut doc = RawDocumentBuf::new();
                 doc.append("_id", p.id_text.as_str());
                 p.append_body_to(&mut doc)?;
-                doc.append(WRITE_FIELD, token.as_str());
                 inserts.push(Statement {
                     item: i,
                     insert,
@@ -557,117 +600,143 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
             break;
         }
 
-        // Round trip 2 (and 3): the write commands, or one per statement once an engine
-        // refused a statement without telling which (see `one_by_one`).
+        // Round trip 2 (and 3): the write commands.
         let mut next = Vec::new();
-        for (command, field, group) in [
-            ("insert", "documents", inserts),
-            ("update", "updates", updates),
-        ] {
-            let chunks: Vec<std::ops::Range<usize>> = if one_by_one {
-                (0..group.len()).map(|k| k..k + 1).collect()
-            } else if group.is_empty() {
-                Vec::new()
-            } else {
-                vec![0..group.len()]
+        if !inserts.is_empty() {
+            let docs = raw.clone_with_type::<RawDocumentBuf>();
+            let refused = send_inserts(&docs, inserts.iter().map(|s| &s.doc).collect()).await;
+            let all_refused = || -> Vec<(usize, i32, String)> {
+                (0..inserts.len())
+                    .map(|k| (k, DUPLICATE_KEY, String::new()))
+                    .collect()
             };
-            for chunk in chunks {
-                let sent = &group[chunk];
-                let mut payload = RawArrayBuf::new();
-                for s in sent {
-                    payload.push(s.doc.clone());
+            let refused = match refused {
+                Ok(refused) if refused.iter().all(|(k, _, _)| *k < inserts.len()) => refused,
+                // Refusals that cannot be placed: the next read decides every document.
+                Ok(_) => all_refused(),
+                Err(e) if is_duplicate_key(&e) => all_refused(),
+                Err(e) => {
+                    let id = items[inserts[0].item].prepared.id;
+                    return Err(write_error(e, namespace(), id));
                 }
-                let mut cmd = RawDocumentBuf::new();
-                cmd.append(command, raw.name());
-                cmd.append(field, payload);
-                cmd.append("ordered", false);
-                let reply = db.run_raw_command(cmd).await;
-                let reply = match reply {
-                    Ok(reply) => reply,
-                    Err(e) if is_duplicate_key(&e) => {
-                        // Stopped at a duplicate key without saying where: every statement is
-                        // uncertain until the next read shows whose token is stored.
-                        for s in sent {
-                            uncertain[s.item] = Some((token.clone(), s.insert));
-                            next.push(s.item);
-                        }
-                        continue;
+            };
+            let mut refused: HashMap<usize, (i32, String)> = refused
+                .into_iter()
+                .map(|(k, code, message)| (inserts[k].item, (code, message)))
+                .collect();
+            for s in &inserts {
+                let p = &items[s.item].prepared;
+                match refused.remove(&s.item) {
+                    None => results[s.item] = Some(Ok(Outcome::Inserted(p.id))),
+                    Some((DUPLICATE_KEY, _)) => {
+                        uncertain[s.item] = Some((token.clone(), true));
+                        next.push(s.item);
                     }
-                    Err(e) => return Err(classify(e)),
-                };
-                if let Ok(wce) = reply.get_document("writeConcernError") {
-                    return Err(Error::WriteFailed {
-                        collection: namespace(),
-                        id: items[sent[0].item].prepared.id,
-                        code: wce.get("code").and_then(as_index).unwrap_or(0) as i32,
-                        message: wce.get_str("errmsg").unwrap_or_default().to_string(),
-                    });
+                    Some((code, message)) => {
+                        results[s.item] = Some(Err(Error::WriteFailed {
+                            collection: namespace(),
+                            id: p.id,
+                            code,
+                            message,
+                        }))
+                    }
                 }
-                let errors: Vec<(i32, String)> = reply
-                    .get_array("writeErrors")
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Bson::as_document)
-                    .map(|e| {
-                        let code = e
-                            .get("code")
-                            .and_then(as_index)
-                            .map(|c| c as i32)
-                            .unwrap_or(0);
-                        (code, e.get_str("errmsg").unwrap_or_default().to_string())
-                    })
-                    .collect();
-                if errors.is_empty() {
-                    let inserts = sent.iter().filter(|s| s.insert).count();
-                    let upserted: HashSet<usize> = reply
-                        .get_array("upserted")
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|u| u.as_document()?.get("index").and_then(as_index))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    for (k, s) in sent.iter().enumerate() {
-                        let id = items[s.item].prepared.id;
-                        // An upserting insert that matched adopted a document written by other
-                        // code (or by a concurrent writer since our read).
-                        let inserted = s.insert
-                            && (command == "insert"
-                                || upserted.len() == inserts
-                                || upserted.contains(&k));
-                        results[s.item] = Some(Ok(if inserted {
-                            Outcome::Inserted(id)
-                        } else {
-                            Outcome::Updated(id)
-                        }));
-                    }
-                } else if let [s] = sent {
-                    match errors.into_iter().next() {
-                        Some((DUPLICATE_KEY, _)) => {
-                            uncertain[s.item] = Some((token.clone(), s.insert));
-                            next.push(s.item);
-                        }
-                        Some((code, message)) => {
-                            results[s.item] = Some(Err(Error::WriteFailed {
-                                collection: namespace(),
-                                id: items[s.item].prepared.id,
-                                code,
-                                message,
-                            }))
-                        }
-                        None => unreachable!("errors is not empty"),
-                    }
-                } else {
-                    // Which statements applied is not reliably reported (FerretDB 1.x stops at
-                    // the first failure and reports it at index 0): the next read decides, and
-                    // a refusal other than a duplicate key is pinned down one at a time.
-                    if errors.iter().any(|(code, _)| *code != DUPLICATE_KEY) {
-                        one_by_one = true;
-                    }
+            }
+        }
+        // Updates: `update` commands cut to fit the command size limit, or one per statement
+        // once an engine refused a statement without telling which (see `one_by_one`).
+        for chunk in command_chunks(&updates, one_by_one) {
+            let sent = &updates[chunk];
+            let mut payload = RawArrayBuf::new();
+            for s in sent {
+                payload.push(s.doc.clone());
+            }
+            let mut cmd = RawDocumentBuf::new();
+            cmd.append("update", raw.name());
+            cmd.append("updates", payload);
+            cmd.append("ordered", false);
+            let reply = match db.run_raw_command(cmd).await {
+                Ok(reply) => reply,
+                Err(e) if is_duplicate_key(&e) => {
+                    // Stopped at a duplicate key without saying where: every statement is
+                    // uncertain until the next read shows whose token is stored.
                     for s in sent {
                         uncertain[s.item] = Some((token.clone(), s.insert));
                         next.push(s.item);
                     }
+                    continue;
+                }
+                Err(e) => return Err(classify(e)),
+            };
+            if let Ok(wce) = reply.get_document("writeConcernError") {
+                return Err(Error::WriteFailed {
+                    collection: namespace(),
+                    id: items[sent[0].item].prepared.id,
+                    code: wce.get("code").and_then(as_index).unwrap_or(0) as i32,
+                    message: wce.get_str("errmsg").unwrap_or_default().to_string(),
+                });
+            }
+            let errors: Vec<(i32, String)> = reply
+                .get_array("writeErrors")
+                .into_iter()
+                .flatten()
+                .filter_map(Bson::as_document)
+                .map(|e| {
+                    let code = e
+                        .get("code")
+                        .and_then(as_index)
+                        .map(|c| c as i32)
+                        .unwrap_or(0);
+                    (code, e.get_str("errmsg").unwrap_or_default().to_string())
+                })
+                .collect();
+            if errors.is_empty() {
+                let inserts = sent.iter().filter(|s| s.insert).count();
+                let upserted: HashSet<usize> = reply
+                    .get_array("upserted")
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|u| u.as_document()?.get("index").and_then(as_index))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                for (k, s) in sent.iter().enumerate() {
+                    let id = items[s.item].prepared.id;
+                    // An upserting insert that matched adopted a document written by other
+                    // code (or by a concurrent writer since our read).
+                    let inserted = s.insert && (upserted.len() == inserts || upserted.contains(&k));
+                    results[s.item] = Some(Ok(if inserted {
+                        Outcome::Inserted(id)
+                    } else {
+                        Outcome::Updated(id)
+                    }));
+                }
+            } else if let [s] = sent {
+                match errors.into_iter().next() {
+                    Some((DUPLICATE_KEY, _)) => {
+                        uncertain[s.item] = Some((token.clone(), s.insert));
+                        next.push(s.item);
+                    }
+                    Some((code, message)) => {
+                        results[s.item] = Some(Err(Error::WriteFailed {
+                            collection: namespace(),
+                            id: items[s.item].prepared.id,
+                            code,
+                            message,
+                        }))
+                    }
+                    None => unreachable!("errors is not empty"),
+                }
+            } else {
+                // Which statements applied is not reliably reported (FerretDB 1.x stops at
+                // the first failure and reports it at index 0): the next read decides, and
+                // a refusal other than a duplicate key is pinned down one at a time.
+                if errors.iter().any(|(code, _)| *code != DUPLICATE_KEY) {
+                    one_by_one = true;
+                }
+                for s in sent {
+                    uncertain[s.item] = Some((token.clone(), s.insert));
+                    next.push(s.item);
                 }
             }
         }
@@ -703,6 +772,73 @@ async fn read_identities(
         .try_collect()
         .await
         .map_err(classify)
+}
+
+/// Sends new documents with the driver's unordered `insert_many` (OP_MSG document sequences,
+/// split at the server's message and batch limits). Returns the refused documents as
+/// (position in `inserts`, code, message): every engine reports each refused document of an
+/// unordered insert at its index and applies the others (FerretDB 1.x retries a refused
+/// insert one document at a time to do so).
+async fn send_inserts<D: serde::Serialize + Send + Sync>(
+    coll: &Collection<D>,
+    docs: Vec<&D>,
+) -> Result<Vec<(usize, i32, String)>, mongodb::error::Error> {
+    match coll.insert_many(docs).ordered(false).await {
+        Ok(_) => Ok(Vec::new()),
+        Err(e) => match e.kind.as_ref() {
+            ErrorKind::InsertMany(m) if m.write_concern_error.is_none() => Ok(m
+                .write_errors
+                .iter()
+                .flatten()
+                .map(|w| (w.index, w.code, w.message.clone()))
+                .collect()),
+            _ => Err(e),
+        },
+    }
+}
+
+/// A failed `insert`: a write concern error after the documents were applied is reported as
+/// [`Error::WriteFailed`]; anything else is classified as usual.
+fn write_error(e: mongodb::error::Error, collection: String, id: Ulid) -> Error {
+    if let ErrorKind::InsertMany(m) = e.kind.as_ref() {
+        if let Some(wce) = &m.write_concern_error {
+            return Error::WriteFailed {
+                collection,
+                id,
+                code: wce.code,
+                message: wce.message.clone(),
+            };
+        }
+    }
+    classify(e)
+}
+
+/// Most bytes of statements in one `update` command: half the 16 MiB limit on a command
+/// document, leaving room for the command's own fields.
+const MAX_COMMAND_BYTES: usize = 8 * 1024 * 1024;
+
+/// Most statements in one `update` command (MongoDB accepts up to 100,000).
+const MAX_STATEMENTS: usize = 10_000;
+
+/// Splits statements into commands that fit the engine's limits (or one per statement).
+fn command_chunks(group: &[Statement], one_by_one: bool) -> Vec<std::ops::Range<usize>> {
+    if one_by_one {
+        return (0..group.len()).map(|k| k..k + 1).collect();
+    }
+    let mut chunks = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (k, s) in group.iter().enumerate() {
+        let size = s.doc.as_bytes().len();
+        if k > start && (bytes + size > MAX_COMMAND_BYTES || k - start >= MAX_STATEMENTS) {
+            chunks.push(start..k);
+            (start, bytes) = (k, 0);
+        }
+        bytes += size;
+    }
+    if start < group.len() {
+        chunks.push(start..group.len());
+    }
+    chunks
 }
 
 /// A stored value (read back as `Bson`) for a raw filter.
@@ -818,7 +954,6 @@ where
     S::Item: Borrow<T> + Send,
 {
     let raw = coll.clone_with_type::<Document>();
-    let db = raw_database(coll);
     let span = tracing::info_span!("natural_key.insert_many", collection = %raw.namespace());
     async move {
         let mut report = BatchReport::default();
@@ -850,7 +985,7 @@ where
                 let events = std::mem::take(&mut batch);
                 let results = opts
                     .retry
-                    .run("insert_many", || insert_batch(&raw, &db, &events))
+                    .run("insert_many", || insert_batch(&raw, &events))
                     .await?;
                 for (e, r) in events.iter().zip(results) {
                     match r {
@@ -879,39 +1014,29 @@ where
 
 async fn insert_batch(
     raw: &Collection<Document>,
-    db: &Database,
     events: &[Event],
 ) -> Result<Vec<Result<Outcome, Error>>, Error> {
-    let documents: Vec<&Document> = events.iter().map(|e| &e.prepared.body).collect();
-    let reply = db
-        .run_command(doc! { "insert": raw.name(), "documents": documents, "ordered": false })
+    let refused = send_inserts(raw, events.iter().map(|e| &e.prepared.body).collect())
         .await
-        .map_err(classify)?;
+        .map_err(|e| write_error(e, raw.namespace().to_string(), events[0].prepared.id))?;
     let mut results: Vec<Result<Outcome, Error>> = events
         .iter()
         .map(|e| Ok(Outcome::Inserted(e.prepared.id)))
         .collect();
     let mut duplicates = Vec::new();
-    if let Ok(errors) = reply.get_array("writeErrors") {
-        for e in errors.iter().filter_map(Bson::as_document) {
-            let Some(k) = e
-                .get("index")
-                .and_then(as_index)
-                .filter(|&k| k < events.len())
-            else {
-                continue;
-            };
-            let code = e.get("code").and_then(as_index).map(|c| c as i32);
-            if code == Some(DUPLICATE_KEY) {
-                duplicates.push(k);
-            } else {
-                results[k] = Err(Error::WriteFailed {
-                    collection: raw.namespace().to_string(),
-                    id: events[k].prepared.id,
-                    code: code.unwrap_or(0),
-                    message: e.get_str("errmsg").unwrap_or_default().to_string(),
-                });
-            }
+    for (k, code, message) in refused {
+        if k >= events.len() {
+            continue;
+        }
+        if code == DUPLICATE_KEY {
+            duplicates.push(k);
+        } else {
+            results[k] = Err(Error::WriteFailed {
+                collection: raw.namespace().to_string(),
+                id: events[k].prepared.id,
+                code,
+                message,
+            });
         }
     }
     if duplicates.is_empty() {
