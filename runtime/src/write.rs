@@ -244,8 +244,10 @@ pub(crate) struct Prepared {
 
 impl Prepared {
     pub(crate) fn of<T: NaturalKey>(doc: &T) -> Result<Self, Error> {
-        let id = doc.id()?;
-        let identity = doc.identity()?.to_string();
+        // `id()` and `identity()` in one pass over the key fields.
+        let digest = crate::key::identity_digest(doc)?;
+        let id = crate::key::ulid_from(doc.__timestamp_ms()?, &digest);
+        let identity = crate::content::ContentHash(digest).to_string();
         let hash = doc.content_hash()?.to_string();
         let mut body = to_body(doc)?;
         body.append(IDENTITY_FIELD, identity.as_str());
