@@ -4,6 +4,9 @@
 //!
 //! Scenarios, over `NK_BENCH_DOCS` (default 10,000) posts of ~2 KB:
 //! * (a) blind driver `insert_many` with random ids into an empty collection — the floor;
+//! * (a2) driver `insert_many` of the documents exactly as `upsert_many` stores them (derived
+//!   `_id`, `_nk_identity`, `_nk_hash`) into an empty collection with the identity index: what
+//!   the engine charges for the stored format, without any library code;
 //! * (b) the recipe one document at a time on a re-ingest of unchanged data: per document
 //!   `find_one({_id})` of the stored hash, then `update_one(upsert)` if it differs;
 //! * (c) `upsert_many` first ingest into an empty collection (after `ensure_indexes`);
@@ -12,14 +15,15 @@
 //!
 //! Each scenario first runs once, untimed, on a client that counts the commands and the
 //! documents/statements they carry (from `CommandStartedEvent.command`), and checks them; then
-//! `NK_BENCH_REPS` (default 3) timed repetitions run on a client without monitoring. (b) is
+//! `NK_BENCH_REPS` (default 3; `NK_BENCH_PAIRED_REPS`, default 7, for (a) and (c), which run
+//! alternately) timed repetitions run on a client without monitoring. (b) is
 //! slow (one round trip per document), so it runs `NK_BENCH_NAIVE_REPS` (default 1) times on
 //! the counting client and every run is timed: monitoring a small `find` costs microseconds
 //! against its milliseconds of round trip.
 //!
 //! Run: `cargo bench --bench ingest` (smoke: `NK_BENCH_DOCS=500 NK_BENCH_REPS=1 cargo bench
-//! --bench ingest`). `NK_BENCH_BATCH` sets `upsert_many`'s batch size (default 500);
-//! `NK_BENCH_SCENARIOS` (default `a,c,d,b,e`) picks scenarios. No timing is asserted; only the
+//! --bench ingest`). `NK_BENCH_BATCH` sets `upsert_many`'s batch size (default: the library's);
+//! `NK_BENCH_SCENARIOS` (default `a,a2,c,d,b,e`) picks scenarios. No timing is asserted; only the
 //! wire counts are checked.
 
 mod support;
@@ -117,6 +121,20 @@ fn random_ids(docs: &[Post]) -> Vec<RandomPost> {
         .collect()
 }
 
+/// The documents exactly as `upsert_many` stores them (derived `_id`, the document,
+/// `_nk_identity`, `_nk_hash`), for the engine's own cost of that format: (a2).
+fn stored_format(docs: &[Post]) -> Vec<Document> {
+    docs.iter()
+        .map(|p| {
+            let mut d = doc! { "_id": p.id().unwrap().to_string() };
+            d.extend(bson::to_document(p).unwrap());
+            d.insert(IDENTITY_FIELD, p.identity().unwrap().to_string());
+            d.insert(HASH_FIELD, p.content_hash().unwrap().to_string());
+            d
+        })
+        .collect()
+}
+
 /// `docs` with exactly the documents at indexes ≡ 0 (mod 100) edited, differently per `round`.
 fn one_percent_changed(docs: &[Post], round: usize) -> (Vec<Post>, usize) {
     let mut out = docs.to_vec();
@@ -156,6 +174,12 @@ async fn naive_one_at_a_time(coll: &Collection<Post>, docs: &[Post]) -> (usize, 
     (unchanged, written)
 }
 
+/// A pause before a timed run, after dropping and creating collections, so that work the
+/// engine defers (SQLite freeing pages, checkpointing its log) lands outside the timing.
+async fn settle() {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
 async fn timed<F: IntoFuture>(f: F) -> (Duration, F::Output) {
     let t = Instant::now();
     let out = f.into_future().await;
@@ -180,15 +204,16 @@ async fn fresh(db: &Database, name: &str, indexes: bool) -> Collection<Post> {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    if !support::invoked_by_cargo_bench() {
-        eprintln!("ingest: database benchmark; run it with `cargo bench --bench ingest`");
-        return;
-    }
-    let n = env_usize("NK_BENCH_DOCS", 10_000);
-    let reps = env_usize("NK_BENCH_REPS", 3).max(1);
+    // Under `cargo test --benches` (no `--bench` argument): a smoke pass on 200 posts, which
+    // still checks every scenario's counts on the wire.
+    let smoke = !support::invoked_by_cargo_bench();
+    let n = env_usize("NK_BENCH_DOCS", if smoke { 200 } else { 10_000 });
+    let reps = env_usize("NK_BENCH_REPS", if smoke { 1 } else { 3 }).max(1);
     let naive_reps = env_usize("NK_BENCH_NAIVE_REPS", 1).max(1);
+    // (a) and (c) take seconds and vary most with the machine's load: more repetitions.
+    let paired_reps = env_usize("NK_BENCH_PAIRED_REPS", if smoke { 1 } else { 7 }).max(1);
     let batch = env_usize("NK_BENCH_BATCH", natural_key::DEFAULT_BATCH_SIZE);
-    let scenarios = std::env::var("NK_BENCH_SCENARIOS").unwrap_or_else(|_| "a,c,d,b,e".into());
+    let scenarios = std::env::var("NK_BENCH_SCENARIOS").unwrap_or_else(|_| "a,a2,c,d,b,e".into());
     let want = |k: &str| scenarios.split(',').any(|s| s.trim() == k);
     let uri = support::uri();
     let wire = Wire::default();
@@ -220,8 +245,8 @@ async fn main() {
     };
     let mut rows: Vec<Row> = Vec::new();
 
-    if want("a") || want("c") {
-        // (a) and (c) alternate, repetition by repetition, so that drift in the machine's load
+    if want("a") || want("a2") || want("c") {
+        // (a), (a2) and (c) alternate, repetition by repetition, so that drift in the machine's load
         // (or in the engine's data file) affects both alike; the ratio is also reported per
         // repetition.
         let mut row_a = Row {
@@ -230,18 +255,28 @@ async fn main() {
             secs: vec![],
             wire: Default::default(),
         };
+        let mut row_a2 = Row {
+            key: "a2",
+            what: "driver insert_many of the stored format (derived _id, _nk_identity, _nk_hash) with the identity index",
+            secs: vec![],
+            wire: Default::default(),
+        };
+        let stored = stored_format(&docs);
         let mut row_c = Row {
             key: "c",
             what: "upsert_many, first ingest (empty collection, ensure_indexes)",
             secs: vec![],
             wire: Default::default(),
         };
-        for rep in 0..=reps {
+        for rep in 0..=paired_reps {
             if want("a") {
                 // (a) Blind insert_many with random ids.
+                // Like (c), the timed run follows the drop of the previous repetition's full
+                // collection, and a pause for the engine to settle.
                 let coll = db_for(rep).collection::<RandomPost>("a");
                 coll.drop().await.unwrap();
                 let rdocs = random_ids(&docs);
+                settle().await;
                 wire.take();
                 let (t, r) = timed(coll.insert_many(&rdocs)).await;
                 log("a", rep, t);
@@ -252,11 +287,29 @@ async fn main() {
                 } else {
                     row_a.secs.push(t.as_secs_f64());
                 }
+            }
+            if want("a2") {
+                // (a2) What the engine charges for the stored format alone: no library code.
+                let coll = db_for(rep).collection::<Document>("a2");
                 coll.drop().await.unwrap();
+                ensure_indexes(&db_for(rep).collection::<Post>("a2"))
+                    .await
+                    .unwrap();
+                settle().await;
+                wire.take();
+                let (t, r) = timed(coll.insert_many(&stored)).await;
+                log("a2", rep, t);
+                assert_eq!(r.unwrap().inserted_ids.len(), n);
+                if rep == 0 {
+                    row_a2.wire = wire.take();
+                } else {
+                    row_a2.secs.push(t.as_secs_f64());
+                }
             }
             if want("c") {
                 // (c) upsert_many, first ingest into an empty collection with the identity index.
                 let coll = fresh(db_for(rep), "posts", true).await;
+                settle().await;
                 wire.take();
                 let (t, r) = timed(upsert_many(&coll, &docs).batch_size(batch)).await;
                 log("c", rep, t);
@@ -274,24 +327,29 @@ async fn main() {
                 }
             }
         }
-        if want("a") && want("c") {
-            let mut ratios: Vec<f64> = row_c
-                .secs
-                .iter()
-                .zip(&row_a.secs)
-                .map(|(c, a)| c / a)
-                .collect();
-            ratios.sort_by(|x, y| x.partial_cmp(y).unwrap());
-            eprintln!(
-                "  (c)/(a) per repetition: {}",
+        for (label, x, y) in [
+            ("(c)/(a)", &row_c, &row_a),
+            ("(a2)/(a)", &row_a2, &row_a),
+            ("(c)/(a2)", &row_c, &row_a2),
+        ] {
+            if x.secs.is_empty() || y.secs.is_empty() {
+                continue;
+            }
+            let mut ratios: Vec<f64> = x.secs.iter().zip(&y.secs).map(|(x, y)| x / y).collect();
+            ratios.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            println!(
+                "{label} per repetition, sorted: {} (median {:.2})",
                 ratios
                     .iter()
                     .map(|r| format!("{r:.2}"))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                median(&ratios)
             );
         }
-        for row in [row_a, row_c] {
+        plain.collection::<RandomPost>("a").drop().await.unwrap();
+        plain.collection::<Document>("a2").drop().await.unwrap();
+        for row in [row_a, row_a2, row_c] {
             if !row.secs.is_empty() {
                 rows.push(row);
             }

@@ -2,6 +2,7 @@
 
 mod support;
 
+use std::future::IntoFuture;
 use std::sync::{Arc, Mutex};
 
 use natural_key::bson::doc;
@@ -170,6 +171,7 @@ async fn batches_that_start_with_the_insert_still_refuse_forks_and_skip_unchange
             "listIndexes", // the identity index is there, so
             "insert",      // batch 2 starts with its insert; the engine refuses 3 of 10,
             "find",        //   which are read back and decided:
+            "buildInfo",   //   (the engine's limits, once per call, before the first update)
             "update",      //   one edit; one fork refused; one unchanged
         ],
     );
@@ -215,6 +217,32 @@ async fn without_the_identity_index_every_batch_reads_first() {
     let indexes: Vec<usize> = r.failures.iter().map(|(i, _)| *i).collect();
     assert_eq!(indexes, vec![10]);
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 30);
+}
+
+#[tokio::test]
+async fn a_batch_with_hundreds_of_changed_documents_completes() {
+    // FerretDB 1.x hangs on an `update` command of ~100 statements (each statement's query
+    // holds one of its 100 SQLite connections until the command ends).
+    let (coll, commands) = posts("many_changed").await;
+    let mut docs = corpus(300);
+    upsert_many(&coll, &docs).await.unwrap();
+    for p in &mut docs {
+        p.body.push_str(" (edited)");
+    }
+    commands.reset();
+    let r = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        upsert_many(&coll, &docs).into_future(),
+    )
+    .await
+    .expect("the batch completes (no engine deadlock)")
+    .unwrap();
+    assert_eq!((r.updated, r.failures.len()), (300, 0), "{:?}", r.failures);
+    let edited = coll
+        .count_documents(doc! { "body": { "$regex": "edited" } })
+        .await
+        .unwrap();
+    assert_eq!(edited, 300);
 }
 
 #[tokio::test]

@@ -383,7 +383,7 @@ async fn flush<T: NaturalKey, D: Borrow<T>>(
             .run("upsert_many", || {
                 // A retried batch may have been applied by the lost attempt: it reads first.
                 let this_attempt = std::mem::replace(&mut insert_first, false);
-                upsert_batch(raw, db, &items, mode, this_attempt)
+                upsert_batch(raw, db, &items, mode, this_attempt, &strategy.limit)
             })
             .await?;
         let all_new = results
@@ -414,15 +414,15 @@ async fn flush<T: NaturalKey, D: Borrow<T>>(
 /// A batch of new documents needs no read: the `insert` is the check, because the engine
 /// refuses a document whose `_id` or identity is already stored (the unique identity index
 /// catches a changed timestamp key). Only the refused documents are then read and decided.
-/// That saves the read on every batch of a first ingest — on FerretDB 1.x, whose every filter
-/// but `_id` equality scans the whole collection, it is the difference between linear and
-/// quadratic. Skipping the read is only safe with the unique identity index in place, so it is
+/// That saves the read on every batch of a first ingest — on FerretDB 1.x (SQLite), where every
+/// read scans the whole collection, it is the difference between linear and quadratic. Skipping the read is only safe with the unique identity index in place, so it is
 /// looked up (once per call) before the first such batch; without it every batch reads first.
 /// A batch in which anything was not a fresh insert sends the next one back to reading first,
 /// so a re-ingest of unchanged data sends no write command at all.
 #[derive(Debug, Default)]
 struct Strategy {
     insert_first: bool,
+    limit: StatementLimit,
     /// Whether the collection has the unique identity index; `None` until looked up.
     identity_index: Option<bool>,
 }
@@ -484,6 +484,7 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
     items: &[Item<D>],
     mode: WriteMode,
     insert_first: bool,
+    limit: &StatementLimit,
 ) -> Result<Vec<Result<Outcome, Error>>, Error> {
     let namespace = || raw.namespace().to_string();
     let mut results: Vec<Option<Result<Outcome, Error>>> = (0..items.len()).map(|_| None).collect();
@@ -645,7 +646,12 @@ async fn upsert_batch<T: NaturalKey, D: Borrow<T>>(
         }
         // Updates: `update` commands cut to fit the command size limit, or one per statement
         // once an engine refused a statement without telling which (see `one_by_one`).
-        for chunk in command_chunks(&updates, one_by_one) {
+        let max_statements = if updates.is_empty() {
+            MAX_STATEMENTS
+        } else {
+            limit.get(db).await
+        };
+        for chunk in command_chunks(&updates, one_by_one, max_statements) {
             let sent = &updates[chunk];
             let mut payload = RawArrayBuf::new();
             for s in sent {
@@ -820,16 +826,48 @@ const MAX_COMMAND_BYTES: usize = 8 * 1024 * 1024;
 /// Most statements in one `update` command (MongoDB accepts up to 100,000).
 const MAX_STATEMENTS: usize = 10_000;
 
+/// Most statements in one `update` command on FerretDB 1.x. Its `update` keeps every
+/// statement's query open until the command ends, each holding one of the 100 connections of
+/// its SQLite pool; a command of ~100 statements (or commands from several writers adding up
+/// to that) waits forever for a connection for its next write. 16 leaves room for six
+/// concurrent writers.
+const FERRETDB_MAX_STATEMENTS: usize = 16;
+
+/// The statement limit for `update` commands on this engine, looked up once per call with
+/// `buildInfo` (FerretDB answers with a `ferretdbVersion`); 0 until then.
+#[derive(Debug, Default)]
+struct StatementLimit(std::sync::atomic::AtomicUsize);
+
+impl StatementLimit {
+    async fn get(&self, db: &Database) -> usize {
+        use std::sync::atomic::Ordering;
+        let known = self.0.load(Ordering::Relaxed);
+        if known != 0 {
+            return known;
+        }
+        let limit = match db.run_command(doc! { "buildInfo": 1 }).await {
+            Ok(info) if info.contains_key("ferretdbVersion") => FERRETDB_MAX_STATEMENTS,
+            _ => MAX_STATEMENTS,
+        };
+        self.0.store(limit, Ordering::Relaxed);
+        limit
+    }
+}
+
 /// Splits statements into commands that fit the engine's limits (or one per statement).
-fn command_chunks(group: &[Statement], one_by_one: bool) -> Vec<std::ops::Range<usize>> {
-    if one_by_one {
+fn command_chunks(
+    group: &[Statement],
+    one_by_one: bool,
+    max_statements: usize,
+) -> Vec<std::ops::Range<usize>> {
+    if one_by_one || group.is_empty() {
         return (0..group.len()).map(|k| k..k + 1).collect();
     }
     let mut chunks = Vec::new();
     let (mut start, mut bytes) = (0, 0);
     for (k, s) in group.iter().enumerate() {
         let size = s.doc.as_bytes().len();
-        if k > start && (bytes + size > MAX_COMMAND_BYTES || k - start >= MAX_STATEMENTS) {
+        if k > start && (bytes + size > MAX_COMMAND_BYTES || k - start >= max_statements) {
             chunks.push(start..k);
             (start, bytes) = (k, 0);
         }
