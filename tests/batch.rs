@@ -276,9 +276,9 @@ async fn streaming_ingest_reports_progress_per_batch() {
         .await
         .unwrap();
     assert_eq!(r.inserted, 2000);
-    let seen = seen.lock().unwrap();
+    let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 20);
-    assert_eq!(*seen, (1..=20).map(|b| b * 100).collect::<Vec<u64>>());
+    assert_eq!(seen, (1..=20).map(|b| b * 100).collect::<Vec<u64>>());
     assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 2000);
 }
 

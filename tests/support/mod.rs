@@ -1,7 +1,6 @@
 //! Test support: the real engine (never a mock), a database per test, and a command counter.
 #![allow(dead_code)]
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
