@@ -353,11 +353,6 @@ where
     .await
 }
 
-/// Serialized size of a document (what it costs in a command).
-fn bson_size(doc: &Document) -> usize {
-    bson::to_vec(doc).map(|v| v.len()).unwrap_or(0)
-}
-
 fn raw_database<T: Send + Sync>(coll: &Collection<T>) -> Database {
     coll.client().database(&coll.namespace().db)
 }
@@ -1006,7 +1001,7 @@ where
             if let Some((index, doc)) = next {
                 match PreparedEvent::of(doc.borrow()) {
                     Ok(prepared) => {
-                        let size = bson_size(&prepared.body);
+                        let size = prepared.body.as_bytes().len();
                         if !batch.is_empty() && bytes + size > MAX_BATCH_BYTES {
                             carry = Some((Event { index, prepared }, size));
                         } else {
@@ -1054,7 +1049,8 @@ async fn insert_batch(
     raw: &Collection<Document>,
     events: &[Event],
 ) -> Result<Vec<Result<Outcome, Error>>, Error> {
-    let refused = send_inserts(raw, events.iter().map(|e| &e.prepared.body).collect())
+    let docs = raw.clone_with_type::<RawDocumentBuf>();
+    let refused = send_inserts(&docs, events.iter().map(|e| &e.prepared.body).collect())
         .await
         .map_err(|e| write_error(e, raw.namespace().to_string(), events[0].prepared.id))?;
     let mut results: Vec<Result<Outcome, Error>> = events

@@ -446,17 +446,23 @@ impl<'a, T: RandomId + Send + Sync> Insert<'a, T> {
 pub(crate) struct PreparedEvent {
     pub(crate) id: Ulid,
     pub(crate) idempotency_key: Option<String>,
-    pub(crate) body: Document,
+    /// The document to insert, as BSON built once: `_id` (the event's ULID as text), the
+    /// event's fields, and its idempotency key.
+    pub(crate) body: RawDocumentBuf,
 }
 
 impl PreparedEvent {
     pub(crate) fn of<T: RandomId>(doc: &T) -> Result<Self, Error> {
         let id = doc.id();
         let idempotency_key = doc.__idempotency_key()?;
-        let mut body = bson::to_document(doc).map_err(Error::serialize::<T>)?;
-        body.insert("_id", id.to_string());
+        let mut body = RawDocumentBuf::new();
+        body.append("_id", id.to_string());
+        for element in &to_body(doc)? {
+            let (key, value) = element.map_err(Error::serialize::<T>)?;
+            body.append_ref(key, value);
+        }
         if let Some(k) = &idempotency_key {
-            body.insert(IDEMPOTENCY_FIELD, k.clone());
+            body.append(IDEMPOTENCY_FIELD, k.as_str());
         }
         Ok(PreparedEvent {
             id,
@@ -508,8 +514,9 @@ pub(crate) async fn insert_prepared(
     raw: &Collection<Document>,
     p: &PreparedEvent,
 ) -> Result<Outcome, Error> {
+    let docs = raw.clone_with_type::<RawDocumentBuf>();
     for _ in 0..MAX_ROUNDS {
-        match raw.insert_one(&p.body).await {
+        match docs.insert_one(&p.body).await {
             Ok(_) => return Ok(Outcome::Inserted(p.id)),
             Err(e) if is_duplicate_key(&e) => {
                 if let Some(id) = already_applied(raw, p).await? {
