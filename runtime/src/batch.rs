@@ -410,8 +410,9 @@ async fn flush<T: NaturalKey, D: Borrow<T>>(
 /// refuses a document whose `_id` or identity is already stored (the unique identity index
 /// catches a changed timestamp key). Only the refused documents are then read and decided.
 /// That saves the read on every batch of a first ingest — on FerretDB 1.x (SQLite), where every
-/// read scans the whole collection, it is the difference between linear and quadratic. Skipping the read is only safe with the unique identity index in place, so it is
-/// looked up (once per call) before the first such batch; without it every batch reads first.
+/// read scans the whole collection, it is the difference between linear and quadratic.
+/// Skipping the read is only safe with the unique identity index in place, so it is looked up
+/// (once per call) before the first such batch; without it every batch reads first.
 /// A batch in which anything was not a fresh insert sends the next one back to reading first,
 /// so a re-ingest of unchanged data sends no write command at all.
 #[derive(Debug, Default)]

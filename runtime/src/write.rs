@@ -156,13 +156,23 @@ fn to_body<T: serde::Serialize>(doc: &T) -> Result<RawDocumentBuf, Error> {
         return Ok(raw);
     }
     let mut body = RawDocumentBuf::new();
-    for element in &raw {
-        let (key, value) = element.map_err(Error::serialize::<T>)?;
-        if key != "_id" {
-            body.append_ref(key, value);
+    append_fields(&mut body, &raw, Some("_id")).map_err(Error::serialize::<T>)?;
+    Ok(body)
+}
+
+/// Appends the fields of `src` to `dst`, but `skip`: a byte copy per field, no `Document`.
+fn append_fields(
+    dst: &mut RawDocumentBuf,
+    src: &RawDocumentBuf,
+    skip: Option<&str>,
+) -> Result<(), bson::raw::Error> {
+    for element in src {
+        let (key, value) = element?;
+        if Some(key) != skip {
+            dst.append_ref(key, value);
         }
     }
-    Ok(body)
+    Ok(())
 }
 
 /// The stored `_id` as text (ids are stored as 26-character ULID strings).
@@ -264,11 +274,7 @@ impl Prepared {
 
     /// Appends the fields of `body` to `dst`.
     pub(crate) fn append_body_to(&self, dst: &mut RawDocumentBuf) -> Result<(), Error> {
-        for element in &self.body {
-            let (key, value) = element.map_err(|e| self.serialize_error(e))?;
-            dst.append_ref(key, value);
-        }
-        Ok(())
+        append_fields(dst, &self.body, None).map_err(|e| self.serialize_error(e))
     }
 
     fn serialize_error(&self, e: impl fmt::Display) -> Error {
@@ -455,12 +461,12 @@ impl PreparedEvent {
     pub(crate) fn of<T: RandomId>(doc: &T) -> Result<Self, Error> {
         let id = doc.id();
         let idempotency_key = doc.__idempotency_key()?;
+        // `_id` first, then the event's fields but its own `_id` (the `#[id]` field): one copy
+        // of the serialized event.
+        let raw = bson::to_raw_document_buf(doc).map_err(Error::serialize::<T>)?;
         let mut body = RawDocumentBuf::new();
         body.append("_id", id.to_string());
-        for element in &to_body(doc)? {
-            let (key, value) = element.map_err(Error::serialize::<T>)?;
-            body.append_ref(key, value);
-        }
+        append_fields(&mut body, &raw, Some("_id")).map_err(Error::serialize::<T>)?;
         if let Some(k) = &idempotency_key {
             body.append(IDEMPOTENCY_FIELD, k.as_str());
         }
