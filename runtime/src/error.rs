@@ -131,6 +131,69 @@ pub enum Error {
         message: String,
     },
 
+    /// The document violates a unique index of the collection that is not natural-key's own
+    /// (say `{email: 1}`): another document already holds this value. Retrying cannot help;
+    /// nothing was written for this document.
+    #[error(
+        "document {id} in `{collection}` violates the unique index `{index}`: {key} is already \
+         taken by another document; change the value or the index. Nothing was written for it."
+    )]
+    UniqueIndexViolation {
+        /// `database.collection`.
+        collection: String,
+        /// The document's id.
+        id: Ulid,
+        /// The index name (or its key pattern, where the engine names no index).
+        index: String,
+        /// The duplicated key value as the server reported it, e.g. `{ email: "a@example.com" }`.
+        key: String,
+    },
+
+    /// The document's BSON is larger than the engine stores (16 MiB on MongoDB); it was not sent.
+    #[error(
+        "document {id} in `{collection}` is {bytes} bytes of BSON, over the engine's limit of \
+         {limit} bytes; split it or store the large part elsewhere (GridFS). Nothing was sent."
+    )]
+    DocumentTooLarge {
+        /// `database.collection`.
+        collection: String,
+        /// The document's id.
+        id: Ulid,
+        /// Its size as stored (with natural-key's fields).
+        bytes: usize,
+        /// The engine's `maxBsonObjectSize`.
+        limit: usize,
+    },
+
+    /// An index natural-key needs exists under its name with other options; it was not
+    /// changed. Drop it (or rename yours) and open the collection again.
+    #[error(
+        "index `{name}` on `{collection}` exists with {found}, but natural-key needs {wanted}; \
+         drop that index (or rename yours) and open the collection again"
+    )]
+    IndexConflict {
+        /// `database.collection`.
+        collection: String,
+        /// The index name.
+        name: String,
+        /// The existing index's specification.
+        found: String,
+        /// What natural-key would create.
+        wanted: String,
+    },
+
+    /// An attempt did not finish within the retry policy's attempt timeout (a stalled engine, a
+    /// half-open connection). The write may or may not have been applied; retrying converges.
+    #[error("`{operation}` on `{collection}` did not finish within {after:?}; safe to retry")]
+    Timeout {
+        /// `database.collection`.
+        collection: String,
+        /// What was running (`upsert`, `upsert_many`, `insert`, ...).
+        operation: &'static str,
+        /// The attempt timeout that elapsed.
+        after: std::time::Duration,
+    },
+
     /// A stored document has a shape natural-key does not expect (e.g. a non-string `_id`).
     #[error("unexpected stored document in `{collection}`: {message}")]
     UnexpectedDocument {
@@ -143,11 +206,11 @@ pub enum Error {
     /// A failure worth retrying: network error, timeout, server selection, pool cleared,
     /// primary stepped down. The write may or may not have been applied; with natural-key a
     /// retry of the same call converges either way.
-    #[error("transient database error (safe to retry): {0}")]
+    #[error("transient database error (safe to retry)")]
     Transient(#[source] mongodb::error::Error),
 
     /// A database error that retrying will not fix (authentication, bad command, ...).
-    #[error("database error: {0}")]
+    #[error("database error")]
     Database(#[source] mongodb::error::Error),
 }
 
@@ -156,7 +219,10 @@ impl Error {
     /// contention). Key, serialization and [`ImmutableKeyChanged`](Error::ImmutableKeyChanged)
     /// errors are never transient.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Transient(_) | Error::Contention { .. })
+        matches!(
+            self,
+            Error::Transient(_) | Error::Contention { .. } | Error::Timeout { .. }
+        )
     }
 
     pub(crate) fn serialize<T: ?Sized>(message: impl fmt::Display) -> Self {
@@ -167,14 +233,28 @@ impl Error {
     }
 }
 
+/// Displays an error followed by its sources, `outer: inner: innermost` — for logs, since
+/// [`Error`]'s own `Display` does not repeat its source.
+pub(crate) struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(s) = source {
+            write!(f, ": {s}")?;
+            source = s.source();
+        }
+        Ok(())
+    }
+}
+
 /// Server error codes after which the same command may succeed (the retryable-reads/writes
 /// specifications' lists: not primary, node recovering or shutting down, host unreachable,
 /// network timeout, socket exception, exceeded time limit).
 const TRANSIENT_CODES: &[i32] = &[
     11600, 11602, 10107, 13435, 13436, 10058, 189, 91, 7, 6, 89, 9001, 134, 262,
 ];
-
-pub(crate) const DUPLICATE_KEY: i32 = 11000;
 
 /// The server error code carried by a driver error, if any.
 pub(crate) fn server_code(e: &mongodb::error::Error) -> Option<i32> {
@@ -190,10 +270,6 @@ pub(crate) fn server_code(e: &mongodb::error::Error) -> Option<i32> {
             .or_else(|| m.write_concern_error.as_ref().map(|w| w.code)),
         _ => None,
     }
-}
-
-pub(crate) fn is_duplicate_key(e: &mongodb::error::Error) -> bool {
-    server_code(e) == Some(DUPLICATE_KEY)
 }
 
 /// Sorts a driver error into [`Error::Transient`] or [`Error::Database`].

@@ -4,29 +4,35 @@
 //! parser and everything that defines behaviour lives here, once.
 #![warn(missing_docs)]
 
+mod action;
 mod batch;
+mod collection;
 mod content;
+mod decide;
+mod deployment;
 mod error;
+mod insert;
 mod key;
+mod op;
+mod outcome;
 mod retry;
+mod stored;
 mod traits;
-mod write;
+mod upsert;
 
-pub use batch::{
-    insert_many, insert_stream, upsert_many, upsert_stream, BatchReport, InsertMany, InsertStream,
-    UpsertMany, UpsertStream, DEFAULT_BATCH_SIZE, MAX_BATCH_BYTES,
-};
+pub use action::{Insert, InsertMany, InsertStream, Upsert, UpsertMany, UpsertStream, WriteMode};
+pub use batch::{DEFAULT_BATCH_SIZE, MAX_BATCH_BYTES};
+pub use collection::{Collection, OpenCollection};
 pub use content::{canonical_hash, ContentHash, ParseContentHashError};
+pub use deployment::{Deployment, Engine, Limits};
 pub use error::{classify, Error, KeyError};
 pub use key::{
     compute_id, compute_identity, KeyPart, KeyTimestamp, KeyValue, Scheme, MAX_TIMESTAMP_MS,
 };
-pub use retry::RetryPolicy;
+pub use outcome::{BatchError, BatchReport, InsertOutcome, UpsertOutcome};
+pub use retry::{RetryPolicy, DEFAULT_ATTEMPT_TIMEOUT};
+pub use stored::{HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, WRITE_FIELD};
 pub use traits::{NaturalKey, RandomId};
-pub use write::{
-    ensure_indexes, Insert, Outcome, Upsert, WriteMode, HASH_FIELD, IDEMPOTENCY_FIELD,
-    IDENTITY_FIELD, WRITE_FIELD,
-};
 
 pub use bson;
 pub use mongodb;
@@ -38,9 +44,9 @@ pub use ulid::Ulid;
 pub mod __private {
     pub use crate::content::ContentHasher;
     pub use crate::key::{check_timestamp, KeySink, Normalize, WriteKey};
-    pub use crate::traits::Indexes;
-    pub use crate::write::{idempotency_index, identity_index};
-    pub use mongodb::IndexModel;
+    /// What `Indexes::index_models` returns (the name generated code uses).
+    pub use crate::traits::IndexSpec as IndexModel;
+    pub use crate::traits::{idempotency_index, identity_index, Indexes};
     pub use std::option::Option;
     pub use std::result::Result;
     pub use std::string::String;

@@ -26,8 +26,13 @@ pub struct RetryPolicy {
     initial_backoff: Duration,
     max_backoff: Duration,
     deadline: Duration,
+    attempt_timeout: Duration,
     jitter: bool,
 }
+
+/// Default [`RetryPolicy::attempt_timeout`]: generous for a default batch (10,000 documents,
+/// up to 32 MiB) on a slow engine, short enough that a stalled connection surfaces.
+pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl Default for RetryPolicy {
     /// 10 attempts within 60 s, backoff 25 ms doubling to at most 2 s, with jitter. With 20% of
@@ -38,6 +43,7 @@ impl Default for RetryPolicy {
             initial_backoff: Duration::from_millis(25),
             max_backoff: Duration::from_secs(2),
             deadline: Duration::from_secs(60),
+            attempt_timeout: DEFAULT_ATTEMPT_TIMEOUT,
             jitter: true,
         }
     }
@@ -76,6 +82,26 @@ impl RetryPolicy {
         self
     }
 
+    /// How long one attempt may take before it is abandoned as [`Error::Timeout`] (transient,
+    /// so a further attempt follows if the policy allows one). Applies to
+    /// [`RetryPolicy::none`] too: no call waits forever on an engine that stopped answering.
+    /// Default [`DEFAULT_ATTEMPT_TIMEOUT`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let p = natural_key_runtime::RetryPolicy::none().attempt_timeout(Duration::from_secs(5));
+    /// assert_eq!(p.attempt_timeout_duration(), Duration::from_secs(5));
+    /// ```
+    pub fn attempt_timeout(mut self, limit: Duration) -> Self {
+        self.attempt_timeout = limit;
+        self
+    }
+
+    /// The configured attempt timeout.
+    pub fn attempt_timeout_duration(&self) -> Duration {
+        self.attempt_timeout
+    }
+
     /// Random jitter on each delay (default on), so writers that failed together do not retry
     /// in lockstep.
     pub fn jitter(mut self, on: bool) -> Self {
@@ -88,7 +114,7 @@ impl RetryPolicy {
         self.max_attempts
     }
 
-    fn delays(&self) -> impl Iterator<Item = Duration> {
+    fn delays(&self) -> impl Iterator<Item = Duration> + Send + Sync {
         let b = backon::ExponentialBuilder::new()
             .with_min_delay(self.initial_backoff)
             .with_max_delay(self.max_backoff)
@@ -101,32 +127,93 @@ impl RetryPolicy {
         }
     }
 
+    /// Starts counting attempts of one call. The caller loops:
+    /// `match tries.timed(op()).await { Ok(v) => .., Err(e) => tries.failed(e).await? }` — a
+    /// loop rather than a closure, so each attempt may borrow the caller's session mutably.
+    pub(crate) fn begin(&self, operation: &'static str, collection: &str) -> Attempts {
+        Attempts {
+            policy: *self,
+            operation,
+            collection: collection.to_string(),
+            start: Instant::now(),
+            delays: Box::new(self.delays()),
+            attempt: 1,
+        }
+    }
+
     /// Runs `op` until it succeeds, fails permanently, or the policy is exhausted; the last
-    /// error is returned. Each retry is logged (tracing, WARN) with the attempt and the error.
-    pub(crate) async fn run<T, F, Fut>(&self, what: &str, mut op: F) -> Result<T, Error>
+    /// error is returned.
+    #[cfg(test)]
+    pub(crate) async fn run<T, F, Fut>(&self, what: &'static str, mut op: F) -> Result<T, Error>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
-        let start = Instant::now();
-        let mut delays = self.delays();
-        let mut attempt = 1;
+        let mut tries = self.begin(what, "test");
         loop {
-            let err = match op().await {
+            match tries.timed(op()).await {
                 Ok(v) => return Ok(v),
-                Err(e) => e,
-            };
-            if !err.is_transient() || attempt >= self.max_attempts {
-                return Err(err);
+                Err(e) => tries.failed(e).await?,
             }
-            let delay = delays.next().unwrap_or(self.max_backoff);
-            if start.elapsed() + delay >= self.deadline {
-                return Err(err);
-            }
-            tracing::warn!(attempt, max_attempts = self.max_attempts, ?delay, error = %err, "{what}: transient error, retrying");
-            tokio::time::sleep(delay).await;
-            attempt += 1;
         }
+    }
+}
+
+/// The attempts of one call under a [`RetryPolicy`].
+pub(crate) struct Attempts {
+    policy: RetryPolicy,
+    operation: &'static str,
+    collection: String,
+    start: Instant,
+    delays: Box<dyn Iterator<Item = Duration> + Send + Sync>,
+    attempt: u32,
+}
+
+impl Attempts {
+    /// One attempt, abandoned as [`Error::Timeout`] after the policy's attempt timeout.
+    pub(crate) async fn timed<T>(
+        &self,
+        attempt: impl Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let limit = self.policy.attempt_timeout;
+        match tokio::time::timeout(limit, attempt).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::Timeout {
+                collection: self.collection.clone(),
+                operation: self.operation,
+                after: limit,
+            }),
+        }
+    }
+
+    /// After a failed attempt: `Ok(())` once the backoff has been slept and another attempt may
+    /// start; the error itself when it is permanent or the policy is exhausted. Each retry is
+    /// logged (tracing, WARN) with the attempt and the error.
+    pub(crate) async fn failed(&mut self, err: Error) -> Result<(), Error> {
+        let p = &self.policy;
+        if !err.is_transient() || self.attempt >= p.max_attempts {
+            return Err(err);
+        }
+        let delay = self.delays.next().unwrap_or(p.max_backoff);
+        if self.start.elapsed() + delay >= p.deadline {
+            return Err(err);
+        }
+        tracing::warn!(
+            attempt = self.attempt,
+            max_attempts = p.max_attempts,
+            ?delay,
+            error = %crate::error::Chain(&err),
+            "{}: transient error, retrying",
+            self.operation
+        );
+        tokio::time::sleep(delay).await;
+        self.attempt += 1;
+        Ok(())
+    }
+
+    /// `true` from the second attempt on.
+    pub(crate) fn is_retry(&self) -> bool {
+        self.attempt > 1
     }
 }
 
@@ -212,5 +299,23 @@ mod tests {
         assert!(start.elapsed() < Duration::from_millis(100));
         // 20 + 40 = 60 ms of sleep fits, the next 80 ms would not: three attempts.
         assert_eq!(calls.get(), 3);
+    }
+
+    #[tokio::test]
+    async fn an_attempt_that_never_finishes_times_out_and_is_retried() {
+        let calls = Cell::new(0);
+        let p = RetryPolicy::default()
+            .max_attempts(2)
+            .initial_backoff(Duration::from_millis(1))
+            .attempt_timeout(Duration::from_millis(20));
+        let r: Result<(), _> = p
+            .run("t", || {
+                calls.set(calls.get() + 1);
+                std::future::pending()
+            })
+            .await;
+        assert!(matches!(r, Err(Error::Timeout { .. })), "{r:?}");
+        assert!(r.unwrap_err().is_transient());
+        assert_eq!(calls.get(), 2);
     }
 }

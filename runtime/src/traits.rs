@@ -1,14 +1,12 @@
 //! The two identity kinds: [`NaturalKey`] (derived id, guarded upsert) and [`RandomId`]
 //! (event id created once, insert-once).
 
-use mongodb::Collection;
 use serde::Serialize;
 use ulid::Ulid;
 
 use crate::content::{ContentHash, ContentHasher};
 use crate::error::{Error, KeyError};
 use crate::key::{self, WriteKey};
-use crate::write::{Insert, Upsert};
 
 /// A document whose id is derived from its natural key. Use `#[derive(NaturalKey)]`.
 ///
@@ -68,29 +66,6 @@ pub trait NaturalKey: WriteKey + Serialize {
     fn key_description(&self) -> String {
         key::describe(self)
     }
-
-    /// The guarded upsert: insert, update or leave alone, never fork. Await it, optionally after
-    /// configuring it (see [`Upsert`]).
-    ///
-    /// ```no_run
-    /// # use natural_key::prelude::*;
-    /// # #[derive(NaturalKey, Serialize, Deserialize)]
-    /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64, body: String }
-    /// # async fn f(coll: natural_key::mongodb::Collection<Post>, post: Post) -> Result<(), natural_key::Error> {
-    /// match post.upsert(&coll).await? {
-    ///     Outcome::Inserted(id) => println!("new post {id}"),
-    ///     Outcome::Updated(id) => println!("edited {id}"),
-    ///     Outcome::Unchanged(_) => {} // no write was sent
-    ///     other => unreachable!("{other:?}"),
-    /// }
-    /// # Ok(()) }
-    /// ```
-    fn upsert<'a>(&'a self, coll: &'a Collection<Self>) -> Upsert<'a, Self>
-    where
-        Self: Sized + Send + Sync,
-    {
-        Upsert::new(self, coll)
-    }
 }
 
 /// An event-like document with a random id created once, when the value is created. Use
@@ -117,20 +92,36 @@ pub trait RandomId: Serialize {
     fn __idempotency_key(&self) -> Result<Option<String>, KeyError> {
         Ok(None)
     }
-
-    /// Insert once: [`Outcome::Inserted`](crate::Outcome::Inserted), or
-    /// [`Outcome::AlreadyApplied`](crate::Outcome::AlreadyApplied) when this id (or idempotency
-    /// key) is already stored. Never a second document.
-    fn insert<'a>(&'a self, coll: &'a Collection<Self>) -> Insert<'a, Self>
-    where
-        Self: Sized + Send + Sync,
-    {
-        Insert::new(self, coll)
-    }
 }
 
 /// The indexes a type needs; both derives implement it.
 #[doc(hidden)]
 pub trait Indexes {
-    fn index_models() -> Vec<mongodb::IndexModel>;
+    fn index_models() -> Vec<IndexSpec>;
+}
+
+/// A unique index natural-key relies on: one field, ascending, over every document that
+/// carries the field. How "carries" is expressed (partial or sparse) is the engine's choice,
+/// made when the collection is opened.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexSpec {
+    pub(crate) field: &'static str,
+    pub(crate) name: &'static str,
+}
+
+#[doc(hidden)]
+pub fn identity_index() -> IndexSpec {
+    IndexSpec {
+        field: crate::stored::IDENTITY_FIELD,
+        name: "nk_identity",
+    }
+}
+
+#[doc(hidden)]
+pub fn idempotency_index() -> IndexSpec {
+    IndexSpec {
+        field: crate::stored::IDEMPOTENCY_FIELD,
+        name: "nk_idempotency",
+    }
 }

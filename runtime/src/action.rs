@@ -1,0 +1,596 @@
+//! The user-facing writes of a [`Collection`]: builders that implement `IntoFuture`, after the
+//! mongodb driver's `action` module. Each configures, then runs through `batch` (a single
+//! write is a batch of one) into `upsert` or `insert`.
+
+use std::borrow::Borrow;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+
+use futures_util::Stream;
+use mongodb::ClientSession;
+use tracing::Instrument;
+
+use crate::batch::{self, Item, Options, Outcomes, Writer};
+use crate::collection::Collection;
+use crate::error::Error;
+use crate::insert::insert_batch;
+use crate::outcome::{BatchError, BatchReport, InsertOutcome, UpsertOutcome};
+use crate::retry::RetryPolicy;
+use crate::stored::{Prepared, PreparedEvent};
+use crate::traits::{NaturalKey, RandomId};
+use crate::upsert::{upsert_batch, Job};
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// How an upsert writes a changed document.
+///
+/// ```no_run
+/// # use natural_key::prelude::*;
+/// # #[derive(NaturalKey, Serialize, Deserialize)]
+/// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64 }
+/// # async fn f(posts: natural_key::Collection<Post>, post: Post) -> Result<(), natural_key::Error> {
+/// // Fields other code wrote to the stored document disappear too.
+/// posts.upsert(&post).mode(WriteMode::Replace).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WriteMode {
+    /// `$set` of the document's fields, `$unset` of the type's fields it leaves out (a `None`
+    /// skipped by serde): reading it back gives what was written, and fields that other code
+    /// wrote to the stored document, unknown to the type, survive.
+    #[default]
+    Merge,
+    /// Replace the stored document: fields unknown to the type are removed too.
+    Replace,
+}
+
+impl<T: NaturalKey + Send + Sync> Collection<T> {
+    /// The guarded upsert of one document: insert, update or leave alone, never fork.
+    ///
+    /// 1. Derive the id, identity and content hash (a key error here means nothing was written).
+    /// 2. Read the stored `_id` and hash by identity, from the primary.
+    /// 3. Stored `_id` ≠ derived id → [`Error::ImmutableKeyChanged`], nothing written.
+    /// 4. Same hash → [`UpsertOutcome::Unchanged`], no write sent.
+    /// 5. Otherwise write by `_id`, only if the stored hash is still the one read (optimistic
+    ///    concurrency); a lost race reads again and decides again.
+    ///
+    /// ```no_run
+    /// # use natural_key::prelude::*;
+    /// # #[derive(NaturalKey, Serialize, Deserialize)]
+    /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64, body: String }
+    /// # async fn f(posts: natural_key::Collection<Post>, post: Post) -> Result<(), natural_key::Error> {
+    /// match posts.upsert(&post).retry(natural_key::RetryPolicy::default()).await? {
+    ///     UpsertOutcome::Inserted(id) => println!("new post {id}"),
+    ///     UpsertOutcome::Updated(id) => println!("edited {id}"),
+    ///     UpsertOutcome::Unchanged(_) => {} // no write was sent
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn upsert<'a>(&'a self, doc: &'a T) -> Upsert<'a, T> {
+        Upsert {
+            coll: self,
+            doc,
+            mode: WriteMode::Merge,
+            retry: RetryPolicy::none(),
+            session: None,
+        }
+    }
+
+    /// The guarded upsert of many documents, a batch at a time: per batch one read of the
+    /// batch's identities, then one `insert` of the new documents and one `update` of the
+    /// changed ones (more only when a command would exceed the engine's limits), with every
+    /// guarantee of [`upsert`](Collection::upsert). A bad document is reported at its index
+    /// and does not stop the rest.
+    ///
+    /// While the input keeps being new documents, a batch skips its read and starts with the
+    /// `insert`: the unique indexes refuse any document already stored, and only those are
+    /// read back and decided. A batch in which anything was not new sends the next one back
+    /// to reading first, so re-ingesting unchanged data never sends a write command.
+    ///
+    /// ```no_run
+    /// # use natural_key::prelude::*;
+    /// # #[derive(NaturalKey, Serialize, Deserialize)]
+    /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64 }
+    /// # async fn f(posts: natural_key::Collection<Post>, all: Vec<Post>) -> Result<(), natural_key::BatchError> {
+    /// let report = posts.upsert_many(&all).batch_size(1000).await?;
+    /// println!("{} new, {} edited, {} unchanged", report.inserted, report.updated, report.unchanged);
+    /// for (index, error) in &report.failures {
+    ///     eprintln!("post #{index}: {error}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn upsert_many<'a, I>(&'a self, docs: I) -> UpsertMany<'a, T, I::IntoIter>
+    where
+        I: IntoIterator,
+        I::Item: Borrow<T>,
+    {
+        self.upsert_stream(futures_util::stream::iter(docs))
+    }
+
+    /// [`upsert_many`](Collection::upsert_many) over a `Stream`: memory holds at most two
+    /// batches, so a million-document ingest runs in constant memory.
+    ///
+    /// ```no_run
+    /// # use natural_key::prelude::*;
+    /// # #[derive(NaturalKey, Serialize, Deserialize)]
+    /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64 }
+    /// # async fn f(posts: natural_key::Collection<Post>) -> Result<(), natural_key::BatchError> {
+    /// let input = futures::stream::iter((0..1_000_000).map(|i| Post {
+    ///     slug: format!("post-{i}"),
+    ///     published_at: 1_700_000_000_000 + i,
+    /// }));
+    /// let report = posts
+    ///     .upsert_stream(input)
+    ///     .on_progress(|r| eprintln!("{} done", r.processed()))
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn upsert_stream<'a, S>(&'a self, docs: S) -> UpsertStream<'a, T, S>
+    where
+        S: Stream,
+        S::Item: Borrow<T>,
+    {
+        UpsertStream {
+            coll: self,
+            docs,
+            opts: Options::default(),
+            mode: WriteMode::Merge,
+            session: None,
+        }
+    }
+}
+
+impl<T: RandomId + Send + Sync> Collection<T> {
+    /// Insert once: [`InsertOutcome::Inserted`], or [`InsertOutcome::AlreadyApplied`] when this
+    /// id (or idempotency key) is already stored. Never a second document.
+    ///
+    /// ```no_run
+    /// # use natural_key::prelude::*;
+    /// # #[derive(RandomId, Serialize, Deserialize)]
+    /// # struct Click { #[id] #[serde(rename = "_id")] id: Ulid, page: String }
+    /// # async fn f(clicks: natural_key::Collection<Click>, click: Click) -> Result<(), natural_key::Error> {
+    /// match clicks.insert(&click).retry(natural_key::RetryPolicy::default()).await? {
+    ///     InsertOutcome::Inserted(_) => {}
+    ///     InsertOutcome::AlreadyApplied(_) => {} // a retry whose first attempt landed
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn insert<'a>(&'a self, event: &'a T) -> Insert<'a, T> {
+        Insert {
+            coll: self,
+            event,
+            retry: RetryPolicy::none(),
+            session: None,
+        }
+    }
+
+    /// Insert-once of many events, a batch at a time: one unordered `insert` per batch, then
+    /// — only if some were already stored — one read to tell retries
+    /// ([`BatchReport::already_applied`]) from real conflicts.
+    ///
+    /// ```no_run
+    /// # use natural_key::prelude::*;
+    /// # #[derive(RandomId, Serialize, Deserialize)]
+    /// # struct Click { #[id] #[serde(rename = "_id")] id: Ulid, page: String }
+    /// # async fn f(clicks: natural_key::Collection<Click>, all: Vec<Click>) -> Result<(), natural_key::BatchError> {
+    /// let report = clicks.insert_many(&all).await?;
+    /// assert_eq!(report.inserted + report.already_applied, all.len() as u64);
+    /// # Ok(()) }
+    /// ```
+    pub fn insert_many<'a, I>(&'a self, events: I) -> InsertMany<'a, T, I::IntoIter>
+    where
+        I: IntoIterator,
+        I::Item: Borrow<T>,
+    {
+        self.insert_stream(futures_util::stream::iter(events))
+    }
+
+    /// [`insert_many`](Collection::insert_many) over a `Stream`, in constant memory.
+    ///
+    /// ```no_run
+    /// # use natural_key::prelude::*;
+    /// # #[derive(RandomId, Serialize, Deserialize)]
+    /// # struct Click { #[id] #[serde(rename = "_id")] id: Ulid, page: String }
+    /// # async fn f(clicks: natural_key::Collection<Click>) -> Result<(), natural_key::BatchError> {
+    /// let input = futures::stream::iter((0..10_000).map(|_| Click { id: Ulid::new(), page: "/".into() }));
+    /// let report = clicks.insert_stream(input).await?;
+    /// assert_eq!(report.inserted + report.already_applied, 10_000);
+    /// # Ok(()) }
+    /// ```
+    pub fn insert_stream<'a, S>(&'a self, events: S) -> InsertStream<'a, T, S>
+    where
+        S: Stream,
+        S::Item: Borrow<T>,
+    {
+        InsertStream {
+            coll: self,
+            docs: events,
+            opts: Options::default(),
+            session: None,
+        }
+    }
+}
+
+/// Writes upserts: the guard, with the call's mode and session.
+struct Upserts<'a, T: Send + Sync> {
+    coll: &'a Collection<T>,
+    mode: WriteMode,
+    session: Option<&'a mut ClientSession>,
+    /// The next batch starts with its insert (the previous one was all new).
+    insert_first: bool,
+}
+
+impl<T, D> Writer<D> for Upserts<'_, T>
+where
+    T: NaturalKey + Send + Sync,
+    D: Borrow<T> + Send + Sync,
+{
+    type Prepared = Prepared;
+    type Outcome = UpsertOutcome;
+
+    fn write<'s>(
+        &'s mut self,
+        batch: &'s [Item<Prepared, D>],
+        first_attempt: bool,
+    ) -> impl Future<Output = Result<Outcomes<UpsertOutcome>, Error>> + Send + 's {
+        async move {
+            let describe = |i: usize| batch[i].doc.borrow().key_description();
+            let job = Job {
+                t: &self.coll.target,
+                mode: self.mode,
+                fields: self.coll.fields,
+                describe: &describe,
+            };
+            let items: Vec<&Prepared> = batch.iter().map(|i| &i.prepared).collect();
+            // A retried batch may have been applied by the lost attempt: it reads first.
+            let insert_first = self.insert_first && first_attempt;
+            let results =
+                upsert_batch(&job, &items, insert_first, self.session.as_deref_mut()).await?;
+            self.insert_first = results
+                .iter()
+                .all(|r| matches!(r, Ok(UpsertOutcome::Inserted(_))));
+            Ok(results)
+        }
+    }
+}
+
+/// Writes events, in the call's session.
+struct Inserts<'a, T: Send + Sync> {
+    coll: &'a Collection<T>,
+    session: Option<&'a mut ClientSession>,
+}
+
+impl<T, D> Writer<D> for Inserts<'_, T>
+where
+    T: RandomId + Send + Sync,
+    D: Send + Sync,
+{
+    type Prepared = PreparedEvent;
+    type Outcome = InsertOutcome;
+
+    fn write<'s>(
+        &'s mut self,
+        batch: &'s [Item<PreparedEvent, D>],
+        _first_attempt: bool,
+    ) -> impl Future<Output = Result<Outcomes<InsertOutcome>, Error>> + Send + 's {
+        async move {
+            let events: Vec<&PreparedEvent> = batch.iter().map(|i| &i.prepared).collect();
+            insert_batch(&self.coll.target, &events, self.session.as_deref_mut()).await
+        }
+    }
+}
+
+/// Runs one document through `writer` as a batch of one.
+async fn one<D, W: Writer<D>>(
+    writer: &mut W,
+    item: Item<W::Prepared, D>,
+    retry: &RetryPolicy,
+    operation: &'static str,
+    collection: &str,
+) -> Result<W::Outcome, Error> {
+    let batch = [item];
+    let results = batch::attempt(writer, &batch, retry, operation, collection).await?;
+    results
+        .into_iter()
+        .next()
+        .expect("a batch write returns one result per document")
+}
+
+fn record<O: std::fmt::Display>(result: &Result<O, Error>) {
+    let span = tracing::Span::current();
+    match result {
+        Ok(o) => {
+            span.record("outcome", tracing::field::display(o));
+        }
+        Err(e) => {
+            span.record("outcome", "error");
+            tracing::debug!(error = %crate::error::Chain(e), "write failed");
+        }
+    }
+}
+
+/// The guarded upsert of one document, from [`Collection::upsert`]; configure, then `.await`.
+#[must_use = "an upsert does nothing until awaited"]
+pub struct Upsert<'a, T: Send + Sync> {
+    coll: &'a Collection<T>,
+    doc: &'a T,
+    mode: WriteMode,
+    retry: RetryPolicy,
+    session: Option<&'a mut ClientSession>,
+}
+
+macro_rules! common_options {
+    () => {
+        /// Retries transient failures (network, timeouts, elections) under `policy`. Safe:
+        /// a retry after a lost acknowledgement finds its own write. Without this call, a
+        /// transient error is returned at once (each attempt is still bounded by the
+        /// policy's [`attempt_timeout`](RetryPolicy::attempt_timeout)).
+        pub fn retry(mut self, policy: RetryPolicy) -> Self {
+            *self.retry_policy_mut() = policy;
+            self
+        }
+
+        /// Runs every command of this call in `session` (reads and writes alike).
+        pub fn session(mut self, session: &'a mut ClientSession) -> Self {
+            self.session = Some(session);
+            self
+        }
+    };
+}
+
+impl<'a, T: NaturalKey + Send + Sync> Upsert<'a, T> {
+    common_options!();
+
+    fn retry_policy_mut(&mut self) -> &mut RetryPolicy {
+        &mut self.retry
+    }
+
+    /// [`WriteMode::Merge`] (default) or [`WriteMode::Replace`].
+    pub fn mode(mut self, mode: WriteMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Shorthand for `.mode(WriteMode::Replace)`.
+    pub fn replace(self) -> Self {
+        self.mode(WriteMode::Replace)
+    }
+}
+
+impl<'a, T: NaturalKey + Send + Sync> IntoFuture for Upsert<'a, T> {
+    type Output = Result<UpsertOutcome, Error>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let span = tracing::info_span!(
+            "natural_key.upsert",
+            collection = %self.coll.target.namespace,
+            id = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        Box::pin(
+            async move {
+                let coll = self.coll;
+                let prepared = Prepared::of(self.doc, &coll.target)?;
+                tracing::Span::current().record("id", tracing::field::display(prepared.id));
+                let mut writer = Upserts {
+                    coll,
+                    mode: self.mode,
+                    session: self.session,
+                    insert_first: false,
+                };
+                let item = Item {
+                    index: 0,
+                    prepared,
+                    doc: self.doc,
+                };
+                let result = one(
+                    &mut writer,
+                    item,
+                    &self.retry,
+                    "upsert",
+                    &coll.target.namespace,
+                )
+                .await;
+                record(&result);
+                result
+            }
+            .instrument(span),
+        )
+    }
+}
+
+/// The insert-once write of one event, from [`Collection::insert`]; `.await` it.
+#[must_use = "an insert does nothing until awaited"]
+pub struct Insert<'a, T: Send + Sync> {
+    coll: &'a Collection<T>,
+    event: &'a T,
+    retry: RetryPolicy,
+    session: Option<&'a mut ClientSession>,
+}
+
+impl<'a, T: RandomId + Send + Sync> Insert<'a, T> {
+    common_options!();
+
+    fn retry_policy_mut(&mut self) -> &mut RetryPolicy {
+        &mut self.retry
+    }
+}
+
+impl<'a, T: RandomId + Send + Sync> IntoFuture for Insert<'a, T> {
+    type Output = Result<InsertOutcome, Error>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let span = tracing::info_span!(
+            "natural_key.insert",
+            collection = %self.coll.target.namespace,
+            id = %self.event.id(),
+            outcome = tracing::field::Empty,
+        );
+        Box::pin(
+            async move {
+                let coll = self.coll;
+                let prepared = PreparedEvent::of(self.event, &coll.target)?;
+                let mut writer = Inserts {
+                    coll,
+                    session: self.session,
+                };
+                let item = Item {
+                    index: 0,
+                    prepared,
+                    doc: (),
+                };
+                let result = one(
+                    &mut writer,
+                    item,
+                    &self.retry,
+                    "insert",
+                    &coll.target.namespace,
+                )
+                .await;
+                record(&result);
+                result
+            }
+            .instrument(span),
+        )
+    }
+}
+
+macro_rules! batch_options {
+    () => {
+        common_options!();
+
+        fn retry_policy_mut(&mut self) -> &mut RetryPolicy {
+            &mut self.opts.retry
+        }
+
+        /// Documents per batch (default [`DEFAULT_BATCH_SIZE`](crate::DEFAULT_BATCH_SIZE), at
+        /// least 1; a batch is also cut at [`MAX_BATCH_BYTES`](crate::MAX_BATCH_BYTES)). Memory
+        /// holds two batches: the one being written and the next.
+        pub fn batch_size(mut self, n: usize) -> Self {
+            self.opts.batch_size = n.max(1);
+            self
+        }
+
+        /// Called with the running report after each batch (e.g. to drive a progress bar).
+        pub fn on_progress(mut self, f: impl FnMut(&BatchReport) + Send + 'a) -> Self {
+            self.opts.progress = Some(Box::new(f));
+            self
+        }
+    };
+}
+
+/// Builder returned by [`Collection::upsert_stream`]; `.await` it.
+#[must_use = "a batch write does nothing until awaited"]
+pub struct UpsertStream<'a, T: Send + Sync, S> {
+    coll: &'a Collection<T>,
+    docs: S,
+    opts: Options<'a>,
+    mode: WriteMode,
+    session: Option<&'a mut ClientSession>,
+}
+
+/// Builder returned by [`Collection::upsert_many`]: the streaming builder over the iterator.
+pub type UpsertMany<'a, T, I> = UpsertStream<'a, T, futures_util::stream::Iter<I>>;
+
+impl<'a, T: NaturalKey + Send + Sync, S> UpsertStream<'a, T, S> {
+    batch_options!();
+
+    /// [`WriteMode::Merge`] (default) or [`WriteMode::Replace`].
+    pub fn mode(mut self, mode: WriteMode) -> Self {
+        self.mode = mode;
+        self
+    }
+}
+
+impl<'a, T, S> IntoFuture for UpsertStream<'a, T, S>
+where
+    T: NaturalKey + Send + Sync,
+    S: Stream + Send + 'a,
+    S::Item: Borrow<T> + Send + Sync,
+{
+    type Output = Result<BatchReport, BatchError>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let coll = self.coll;
+        let span =
+            tracing::info_span!("natural_key.upsert_many", collection = %coll.target.namespace);
+        Box::pin(
+            async move {
+                let mut writer = Upserts {
+                    coll,
+                    mode: self.mode,
+                    session: self.session,
+                    insert_first: false,
+                };
+                let prepare = |d: &S::Item| Prepared::of(d.borrow(), &coll.target);
+                let ns = &coll.target.namespace;
+                batch::run(
+                    self.docs,
+                    self.opts,
+                    "upsert_many",
+                    ns,
+                    &prepare,
+                    &mut writer,
+                )
+                .await
+            }
+            .instrument(span),
+        )
+    }
+}
+
+/// Builder returned by [`Collection::insert_stream`]; `.await` it.
+#[must_use = "a batch write does nothing until awaited"]
+pub struct InsertStream<'a, T: Send + Sync, S> {
+    coll: &'a Collection<T>,
+    docs: S,
+    opts: Options<'a>,
+    session: Option<&'a mut ClientSession>,
+}
+
+/// Builder returned by [`Collection::insert_many`]: the streaming builder over the iterator.
+pub type InsertMany<'a, T, I> = InsertStream<'a, T, futures_util::stream::Iter<I>>;
+
+impl<'a, T: RandomId + Send + Sync, S> InsertStream<'a, T, S> {
+    batch_options!();
+}
+
+impl<'a, T, S> IntoFuture for InsertStream<'a, T, S>
+where
+    T: RandomId + Send + Sync,
+    S: Stream + Send + 'a,
+    S::Item: Borrow<T> + Send + Sync,
+{
+    type Output = Result<BatchReport, BatchError>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let coll = self.coll;
+        let span =
+            tracing::info_span!("natural_key.insert_many", collection = %coll.target.namespace);
+        Box::pin(
+            async move {
+                let mut writer = Inserts {
+                    coll,
+                    session: self.session,
+                };
+                let prepare = |d: &S::Item| PreparedEvent::of(d.borrow(), &coll.target);
+                let ns = &coll.target.namespace;
+                batch::run(
+                    self.docs,
+                    self.opts,
+                    "insert_many",
+                    ns,
+                    &prepare,
+                    &mut writer,
+                )
+                .await
+            }
+            .instrument(span),
+        )
+    }
+}

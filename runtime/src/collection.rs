@@ -1,0 +1,312 @@
+//! The handle: a collection opened once — indexes ensured, deployment known, settings fixed —
+//! through which every write and guard read goes.
+
+use std::future::{Future, IntoFuture};
+use std::marker::PhantomData;
+use std::pin::Pin;
+
+use bson::{doc, Bson, Document, RawDocumentBuf};
+use mongodb::Database;
+use serde::de::DeserializeOwned;
+use ulid::Ulid;
+
+use crate::deployment::Deployment;
+use crate::error::{classify, Error};
+use crate::op::{self, IndexInfo, Target};
+use crate::stored::{struct_fields, IDENTITY_FIELD};
+use crate::traits::{IndexSpec, Indexes, NaturalKey};
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A collection of `T` documents, opened for natural-key writes.
+///
+/// Opening ensures the unique indexes the type relies on (once, not per call), learns the
+/// deployment (engine, limits, sharding) and fixes the settings every call uses: guard reads go
+/// to the primary, writes carry the collection's write concern. Every write goes through the
+/// handle; clone it freely (it is a few `Arc`s).
+///
+/// ```no_run
+/// use natural_key::prelude::*;
+///
+/// #[derive(NaturalKey, Serialize, Deserialize)]
+/// struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64, body: String }
+///
+/// # async fn f(db: natural_key::mongodb::Database) -> Result<(), natural_key::Error> {
+/// let posts = natural_key::Collection::<Post>::open(&db, "posts").await?;
+/// let post = Post { slug: "hello".into(), published_at: 1_700_000_000_000, body: "Hi".into() };
+/// let outcome = posts.upsert(&post).await?;
+/// assert_eq!(posts.get(outcome.id()).await?.map(|p| p.body), Some("Hi".to_string()));
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Collection<T: Send + Sync> {
+    pub(crate) inner: mongodb::Collection<T>,
+    pub(crate) target: Target,
+    /// The type's stored field names (see `stored::struct_fields`).
+    pub(crate) fields: Option<&'static [&'static str]>,
+}
+
+impl<T: Send + Sync> Clone for Collection<T> {
+    fn clone(&self) -> Self {
+        Collection {
+            inner: self.inner.clone(),
+            target: self.target.clone(),
+            fields: self.fields,
+        }
+    }
+}
+
+impl<T: Send + Sync> Collection<T> {
+    /// Opens `db.name`; configure with [`OpenCollection`]'s methods, then `.await`.
+    pub fn open(db: &Database, name: &str) -> OpenCollection<T> {
+        Self::new(db.collection(name))
+    }
+
+    /// Opens a driver collection, keeping its settings (write concern; its read preference
+    /// applies to your own reads through [`inner`](Collection::inner), never to the guard's).
+    pub fn new(coll: mongodb::Collection<T>) -> OpenCollection<T> {
+        OpenCollection {
+            coll,
+            deployment: None,
+            sharded: None,
+            _t: PhantomData,
+        }
+    }
+
+    /// The driver collection, for everything natural-key does not do.
+    pub fn inner(&self) -> &mongodb::Collection<T> {
+        &self.inner
+    }
+
+    /// The deployment this handle was opened on.
+    pub fn deployment(&self) -> &Deployment {
+        &self.target.deployment
+    }
+
+    /// Whether write filters carry `_nk_identity` (the collection is sharded or partitioned).
+    pub fn is_sharded(&self) -> bool {
+        self.target.sharded
+    }
+
+    /// `database.collection`.
+    pub fn namespace(&self) -> &str {
+        &self.target.namespace
+    }
+}
+
+impl<T: DeserializeOwned + Send + Sync> Collection<T> {
+    /// The stored document with this id, read from the primary.
+    pub async fn get(&self, id: Ulid) -> Result<Option<T>, Error> {
+        self.find_one(doc! { "_id": id.to_string() }).await
+    }
+
+    async fn find_one(&self, filter: Document) -> Result<Option<T>, Error> {
+        let filter = RawDocumentBuf::from_document(&filter).map_err(Error::serialize::<T>)?;
+        let found: Vec<Document> = op::find(&self.target, filter, None, None)
+            .await
+            .map_err(classify)?;
+        match found.into_iter().next() {
+            None => Ok(None),
+            Some(d) => bson::from_document(d)
+                .map(Some)
+                .map_err(|e| Error::UnexpectedDocument {
+                    collection: self.target.namespace.clone(),
+                    message: format!("cannot read it as `{}`: {e}", std::any::type_name::<T>()),
+                }),
+        }
+    }
+}
+
+impl<T: NaturalKey + DeserializeOwned + Send + Sync> Collection<T> {
+    /// The stored document with `doc`'s identity (its key fields but the timestamp), read from
+    /// the primary: finds it even when `doc`'s timestamp key differs from the stored one.
+    pub async fn find_by_key(&self, doc: &T) -> Result<Option<T>, Error> {
+        let identity = doc.identity()?.to_string();
+        self.find_one(doc! { IDENTITY_FIELD: identity }).await
+    }
+}
+
+/// Builder returned by [`Collection::open`] and [`Collection::new`]; `.await` it.
+#[must_use = "opening does nothing until awaited"]
+pub struct OpenCollection<T: Send + Sync> {
+    coll: mongodb::Collection<T>,
+    deployment: Option<Deployment>,
+    sharded: Option<bool>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Send + Sync> OpenCollection<T> {
+    /// Uses a deployment already detected (say, by another handle on the same client:
+    /// `other.deployment().clone()`) instead of asking the server again.
+    pub fn deployment(mut self, deployment: Deployment) -> Self {
+        self.deployment = Some(deployment);
+        self
+    }
+
+    /// Declares the collection sharded or partitioned (default: sharded when connected to a
+    /// mongos). Every write filter then carries `_nk_identity` besides `_id`, as an upsert on
+    /// a sharded collection must carry its shard key: both supported shard keys,
+    /// `{_nk_identity: 1}` and `{_id: "hashed"}`, work. Set it for Azure Cosmos DB partitioned
+    /// collections, which a connection cannot detect.
+    pub fn sharded(mut self, sharded: bool) -> Self {
+        self.sharded = Some(sharded);
+        self
+    }
+}
+
+impl<T> IntoFuture for OpenCollection<T>
+where
+    T: Indexes + DeserializeOwned + Send + Sync + 'static,
+{
+    type Output = Result<Collection<T>, Error>;
+    type IntoFuture = BoxFuture<'static, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let coll = self.coll;
+            let deployment = match self.deployment {
+                Some(d) => d,
+                None => Deployment::detect(coll.client()).await?,
+            };
+            let ns = coll.namespace();
+            let write_concern = match coll.write_concern() {
+                Some(wc) => Some(
+                    bson::to_document(wc)
+                        .map_err(Error::serialize::<mongodb::options::WriteConcern>)?,
+                )
+                .filter(|d| !d.is_empty()),
+                None => None,
+            };
+            let target = Target {
+                db: coll.client().database(&ns.db),
+                name: ns.coll.clone(),
+                namespace: ns.to_string(),
+                write_concern,
+                sharded: self.sharded.unwrap_or(deployment.is_sharded()),
+                deployment,
+            };
+            for spec in T::index_models() {
+                ensure_index(&target, &spec).await?;
+            }
+            let fields = struct_fields::<T>();
+            if fields.is_none() {
+                tracing::warn!(
+                    collection = %target.namespace,
+                    "`{}` does not deserialize as a plain struct (serde flatten?): upserts in \
+                     Merge mode cannot unset its fields that a value leaves out",
+                    std::any::type_name::<T>()
+                );
+            }
+            Ok(Collection {
+                inner: coll,
+                target,
+                fields,
+            })
+        })
+    }
+}
+
+/// How a unique index covers only documents that carry the field, so a collection holding
+/// documents written by other code (without it) can be adopted: MongoDB counts a missing
+/// field as null, and a plain unique index admits only one such document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Coverage {
+    Partial,
+    Sparse,
+    /// For engines that let any number of documents lack a uniquely indexed field (FerretDB
+    /// 1.x) and accept neither option.
+    Plain,
+}
+
+fn index_spec(spec: &IndexSpec, coverage: Coverage) -> Document {
+    let mut d = doc! { "key": { spec.field: 1 }, "name": spec.name, "unique": true };
+    match coverage {
+        Coverage::Partial => {
+            d.insert(
+                "partialFilterExpression",
+                doc! { spec.field: { "$exists": true } },
+            );
+        }
+        Coverage::Sparse => {
+            d.insert("sparse", true);
+        }
+        Coverage::Plain => {}
+    }
+    d
+}
+
+fn truthy(b: Option<&Bson>) -> bool {
+    match b {
+        Some(Bson::Boolean(v)) => *v,
+        Some(Bson::Int32(v)) => *v != 0,
+        Some(Bson::Int64(v)) => *v != 0,
+        Some(Bson::Double(v)) => *v != 0.0,
+        _ => false,
+    }
+}
+
+/// Whether an existing index gives what natural-key relies on: unique on exactly the field,
+/// over every document that carries it (a plain unique index from earlier versions qualifies).
+fn serves(ix: &IndexInfo, spec: &IndexSpec) -> bool {
+    let key_ok = ix.key.len() == 1
+        && ix.key.get(spec.field).is_some_and(|v| {
+            matches!(v, Bson::Int32(1) | Bson::Int64(1)) || v.as_f64() == Some(1.0)
+        });
+    let partial_ok = match &ix.partial {
+        None => true,
+        Some(p) => *p == doc! { spec.field: { "$exists": true } },
+    };
+    key_ok && truthy(ix.unique.as_ref()) && partial_ok
+}
+
+async fn ensure_index(t: &Target, spec: &IndexSpec) -> Result<(), Error> {
+    let existing = op::list_indexes(t).await.map_err(classify)?;
+    if let Some(ix) = existing.iter().find(|ix| ix.name == spec.name) {
+        if serves(ix, spec) {
+            return Ok(());
+        }
+        return Err(Error::IndexConflict {
+            collection: t.namespace.clone(),
+            name: spec.name.to_string(),
+            found: describe(ix),
+            wanted: index_spec(spec, Coverage::Partial).to_string(),
+        });
+    }
+    if existing.iter().any(|ix| serves(ix, spec)) {
+        return Ok(());
+    }
+    let mut coverages = vec![Coverage::Partial, Coverage::Sparse];
+    if t.deployment.missing_field_is_absent_in_unique_indexes() {
+        coverages.push(Coverage::Plain);
+    }
+    let mut last = None;
+    for coverage in coverages {
+        match op::create_index(t, index_spec(spec, coverage)).await {
+            Ok(()) => return Ok(()),
+            // The engine does not take this option: try the next way.
+            Err(e) if option_refused(&e) => last = Some(e),
+            Err(e) => return Err(classify(e)),
+        }
+    }
+    Err(classify(last.expect("at least one coverage was tried")))
+}
+
+/// A command error about the index's options, not about the data (duplicates) or the link.
+fn option_refused(e: &mongodb::error::Error) -> bool {
+    use mongodb::error::ErrorKind;
+    matches!(e.kind.as_ref(), ErrorKind::Command(c) if c.code != op::write::DUPLICATE_KEY_CODE)
+}
+
+fn describe(ix: &IndexInfo) -> String {
+    let mut d = doc! { "key": ix.key.clone() };
+    if let Some(u) = &ix.unique {
+        d.insert("unique", u.clone());
+    }
+    if let Some(s) = &ix.sparse {
+        d.insert("sparse", s.clone());
+    }
+    if let Some(p) = &ix.partial {
+        d.insert("partialFilterExpression", p.clone());
+    }
+    d.to_string()
+}

@@ -1,0 +1,227 @@
+//! What the deployment is — engine, limits, topology — asked once and carried by the handle.
+
+use mongodb::Client;
+
+use crate::error::{classify, Error};
+use crate::op;
+
+/// The engine behind a connection, as `buildInfo` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Engine {
+    /// MongoDB, or an engine that answers like it (DocumentDB, Cosmos DB, mongo-java-server):
+    /// the `buildInfo` version.
+    MongoDb {
+        /// `buildInfo.version`.
+        version: String,
+    },
+    /// FerretDB (`buildInfo.ferretdbVersion`).
+    FerretDb {
+        /// `buildInfo.ferretdbVersion`.
+        version: String,
+    },
+    /// `buildInfo` failed: the safe [`Limits`] apply.
+    Unknown,
+}
+
+/// How large the commands natural-key sends may be. Detected with the [`Deployment`];
+/// override with [`Deployment::with_limits`].
+///
+/// ```
+/// let limits = natural_key::Limits::SAFE;
+/// assert_eq!(limits.max_statements, 16);
+/// let custom = natural_key::Limits { max_statements: 1000, ..limits };
+/// assert_eq!(custom.max_document_bytes, 16 * 1024 * 1024);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest document the engine stores (`hello.maxBsonObjectSize`); a larger one is
+    /// refused before it is sent, as [`Error::DocumentTooLarge`].
+    pub max_document_bytes: usize,
+    /// Most bytes of documents or statements in one `insert`/`update` command.
+    pub max_command_bytes: usize,
+    /// Most statements in one `update` command (and documents in one `insert`).
+    pub max_statements: usize,
+}
+
+const MIB: usize = 1024 * 1024;
+
+impl Limits {
+    /// What every engine natural-key knows accepts: used when detection fails. 16 statements
+    /// per `update` because FerretDB 1.x keeps every statement's query open until the command
+    /// ends, one pooled SQLite connection each; a command of ~100 statements (or several
+    /// writers adding up to that) waits forever for a connection.
+    pub const SAFE: Limits = Limits {
+        max_document_bytes: 16 * MIB,
+        max_command_bytes: 8 * MIB,
+        max_statements: 16,
+    };
+
+    /// MongoDB's own: half the 16 MiB command limit for the payload, 10,000 statements
+    /// (MongoDB accepts 100,000; smaller commands keep replies and retries small).
+    const MONGODB: Limits = Limits {
+        max_document_bytes: 16 * MIB,
+        max_command_bytes: 8 * MIB,
+        max_statements: 10_000,
+    };
+}
+
+/// What a connection is connected to: engine, limits, whether it is a sharded cluster.
+/// [`Collection::open`](crate::Collection::open) detects it once (`hello`, `buildInfo`); open
+/// further handles on the same client with
+/// [`OpenCollection::deployment`](crate::OpenCollection::deployment) to skip the detection.
+///
+/// ```no_run
+/// # async fn f(client: natural_key::mongodb::Client) -> Result<(), natural_key::Error> {
+/// let deployment = natural_key::Deployment::detect(&client).await?;
+/// println!("{:?}, sharded: {}", deployment.engine(), deployment.is_sharded());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deployment {
+    engine: Engine,
+    limits: Limits,
+    sharded: bool,
+}
+
+impl Deployment {
+    /// Asks the server once: `hello` (topology, sizes) and `buildInfo` (engine). A server
+    /// that does not answer `hello` is an error; a failed `buildInfo` leaves
+    /// [`Engine::Unknown`] with [`Limits::SAFE`].
+    pub async fn detect(client: &Client) -> Result<Self, Error> {
+        let admin = client.database("admin");
+        let hello = op::hello(&admin).await.map_err(classify)?;
+        let info = op::build_info(&admin).await;
+        if let Err(e) = &info {
+            tracing::warn!(error = %e, "buildInfo failed: natural-key uses its safe limits");
+        }
+        Ok(Self::from_replies(&hello, info.ok().as_ref()))
+    }
+
+    pub(crate) fn from_replies(hello: &op::Hello, info: Option<&op::BuildInfo>) -> Self {
+        let engine = match info {
+            Some(op::BuildInfo {
+                ferretdb_version: Some(v),
+                ..
+            }) => Engine::FerretDb { version: v.clone() },
+            Some(i) => Engine::MongoDb {
+                version: i.version.clone().unwrap_or_default(),
+            },
+            None => Engine::Unknown,
+        };
+        let mut limits = match engine {
+            Engine::MongoDb { .. } => Limits::MONGODB,
+            Engine::FerretDb { .. } | Engine::Unknown => Limits::SAFE,
+        };
+        if let Some(n) = hello
+            .max_bson_object_size
+            .and_then(|n| usize::try_from(n).ok())
+        {
+            limits.max_document_bytes = n;
+            limits.max_command_bytes = limits.max_command_bytes.min(n / 2).max(1);
+        }
+        if let Some(n) = hello
+            .max_write_batch_size
+            .and_then(|n| usize::try_from(n).ok())
+        {
+            limits.max_statements = limits.max_statements.min(n).max(1);
+        }
+        Deployment {
+            engine,
+            limits,
+            sharded: hello.msg.as_deref() == Some("isdbgrid"),
+        }
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The command limits in force.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// `true` when connected to a mongos (`hello.msg == "isdbgrid"`).
+    pub fn is_sharded(&self) -> bool {
+        self.sharded
+    }
+
+    /// Overrides the detected limits.
+    ///
+    /// ```no_run
+    /// # async fn f(client: natural_key::mongodb::Client) -> Result<(), natural_key::Error> {
+    /// let d = natural_key::Deployment::detect(&client).await?;
+    /// let d = d.with_limits(natural_key::Limits { max_statements: 100, ..d.limits() });
+    /// # Ok(()) }
+    /// ```
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// FerretDB 1.x lets any number of documents lack a uniquely indexed field; MongoDB counts a
+    /// missing field as null.
+    pub(crate) fn missing_field_is_absent_in_unique_indexes(&self) -> bool {
+        matches!(self.engine, Engine::FerretDb { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello() -> op::Hello {
+        op::Hello {
+            msg: None,
+            max_bson_object_size: Some(16 * MIB as i64),
+            max_write_batch_size: Some(100_000),
+        }
+    }
+
+    #[test]
+    fn engines_and_their_limits() {
+        let ferret = op::BuildInfo {
+            version: Some("7.0.77".into()),
+            ferretdb_version: Some("v1.24.2".into()),
+        };
+        let d = Deployment::from_replies(&hello(), Some(&ferret));
+        assert_eq!(
+            d.engine(),
+            &Engine::FerretDb {
+                version: "v1.24.2".into()
+            }
+        );
+        assert_eq!(d.limits().max_statements, 16);
+        assert!(!d.is_sharded());
+
+        let mongo = op::BuildInfo {
+            version: Some("7.0.0".into()),
+            ferretdb_version: None,
+        };
+        let d = Deployment::from_replies(&hello(), Some(&mongo));
+        assert_eq!(d.limits().max_statements, 10_000);
+
+        // A failed buildInfo falls back to the safe limits, not to 10,000 statements.
+        let d = Deployment::from_replies(&hello(), None);
+        assert_eq!(d.engine(), &Engine::Unknown);
+        assert_eq!(d.limits(), Limits::SAFE);
+
+        let mongos = op::Hello {
+            msg: Some("isdbgrid".into()),
+            ..hello()
+        };
+        assert!(Deployment::from_replies(&mongos, Some(&mongo)).is_sharded());
+
+        let small = op::Hello {
+            max_bson_object_size: Some(1000),
+            max_write_batch_size: Some(5),
+            ..hello()
+        };
+        let d = Deployment::from_replies(&small, Some(&mongo));
+        assert_eq!(d.limits().max_document_bytes, 1000);
+        assert_eq!(d.limits().max_command_bytes, 500);
+        assert_eq!(d.limits().max_statements, 5);
+    }
+}

@@ -1,0 +1,39 @@
+//! `listIndexes` and `createIndexes`.
+
+use bson::{doc, Bson, Document, RawDocumentBuf};
+use serde::Deserialize;
+
+use super::find::cursor;
+use super::Target;
+
+/// An existing index, as `listIndexes` describes it.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct IndexInfo {
+    pub(crate) name: String,
+    pub(crate) key: Document,
+    #[serde(default)]
+    pub(crate) unique: Option<Bson>,
+    #[serde(default)]
+    pub(crate) sparse: Option<Bson>,
+    #[serde(rename = "partialFilterExpression", default)]
+    pub(crate) partial: Option<Document>,
+}
+
+const NAMESPACE_NOT_FOUND: i32 = 26;
+
+/// The collection's indexes; none when the collection does not exist yet.
+pub(crate) async fn list_indexes(t: &Target) -> Result<Vec<IndexInfo>, mongodb::error::Error> {
+    let cmd = RawDocumentBuf::from_document(&doc! { "listIndexes": t.name.as_str() })
+        .map_err(mongodb::error::Error::custom)?;
+    match cursor(t, cmd, None).await {
+        Err(e) if crate::error::server_code(&e) == Some(NAMESPACE_NOT_FOUND) => Ok(Vec::new()),
+        other => other,
+    }
+}
+
+/// Creates one index from its full specification (`{key, name, unique, ...}`).
+pub(crate) async fn create_index(t: &Target, spec: Document) -> Result<(), mongodb::error::Error> {
+    let cmd = doc! { "createIndexes": t.name.as_str(), "indexes": [spec] };
+    let cmd = RawDocumentBuf::from_document(&cmd).map_err(mongodb::error::Error::custom)?;
+    t.run(cmd, None).await.map(|_| ())
+}

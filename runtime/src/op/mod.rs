@@ -1,0 +1,71 @@
+//! Wire operations: every command natural-key sends is built in exactly one place here, sent
+//! with the handle's settings — primary read preference, the collection's write concern, the
+//! caller's session — and its reply parsed into serde structs.
+//!
+//! Reads that decide a write go to the primary whatever the client, database or collection is
+//! configured with: a lagging secondary would show an old hash and turn an edit into a lost
+//! `Unchanged`.
+
+mod find;
+mod hello;
+mod indexes;
+pub(crate) mod write;
+
+pub(crate) use find::{find, StoredEvent, StoredIdentity};
+pub(crate) use hello::{build_info, hello, BuildInfo, Hello};
+pub(crate) use indexes::{create_index, list_indexes, IndexInfo};
+pub(crate) use write::{chunks, insert, update, Refusal, WriteReply};
+
+use bson::{Document, RawDocumentBuf};
+use mongodb::action::Action;
+use mongodb::options::{ReadPreference, SelectionCriteria};
+use mongodb::{ClientSession, Database};
+
+use crate::deployment::Deployment;
+
+/// The caller's session, if it gave one; reborrowed for each command.
+pub(crate) type Session<'s> = Option<&'s mut ClientSession>;
+
+/// Where a handle's commands go and how they are sent.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) db: Database,
+    pub(crate) name: String,
+    /// `database.collection`, for errors.
+    pub(crate) namespace: String,
+    /// The collection's write concern as a command field, serialized once.
+    pub(crate) write_concern: Option<Document>,
+    pub(crate) deployment: Deployment,
+    /// Every write filter carries `_nk_identity` (the collection is sharded or partitioned).
+    pub(crate) sharded: bool,
+}
+
+impl Target {
+    /// Runs one command on the primary, in the caller's session if any.
+    pub(crate) async fn run(
+        &self,
+        command: RawDocumentBuf,
+        session: Session<'_>,
+    ) -> Result<Document, mongodb::error::Error> {
+        self.db
+            .run_raw_command(command)
+            .selection_criteria(primary())
+            .optional(session, |a, s| a.session(s))
+            .await
+    }
+}
+
+pub(crate) fn primary() -> SelectionCriteria {
+    SelectionCriteria::ReadPreference(ReadPreference::Primary)
+}
+
+/// A reply field into a serde struct; a reply that does not parse is a driver-level error
+/// (the engine answered something natural-key cannot read).
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(
+    reply: Document,
+    what: &str,
+) -> Result<T, mongodb::error::Error> {
+    bson::from_document(reply).map_err(|e| {
+        mongodb::error::Error::custom(format!("unexpected `{what}` reply from the server: {e}"))
+    })
+}

@@ -1,0 +1,248 @@
+//! `insert` and `update` commands: built here, cut to the engine's limits, replies parsed.
+
+use std::ops::Range;
+
+use bson::{Document, RawArrayBuf, RawDocumentBuf};
+use serde::Deserialize;
+
+use super::{parse, Session, Target};
+use crate::stored::{IDEMPOTENCY_FIELD, IDENTITY_FIELD};
+
+/// The reply of an `insert` or `update` command (the fields natural-key reads).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct WriteReply {
+    #[serde(default)]
+    pub(crate) upserted: Vec<Upserted>,
+    #[serde(rename = "writeErrors", default)]
+    pub(crate) write_errors: Vec<WriteErrorEntry>,
+    #[serde(rename = "writeConcernError", default)]
+    pub(crate) write_concern_error: Option<WriteConcernFailure>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Upserted {
+    pub(crate) index: usize,
+}
+
+/// One refused statement or document, at its index in the command.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct WriteErrorEntry {
+    #[serde(default)]
+    pub(crate) index: usize,
+    pub(crate) code: i32,
+    #[serde(default)]
+    pub(crate) errmsg: String,
+    #[serde(rename = "keyPattern", default)]
+    pub(crate) key_pattern: Option<Document>,
+    #[serde(rename = "keyValue", default)]
+    pub(crate) key_value: Option<Document>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct WriteConcernFailure {
+    pub(crate) code: i32,
+    #[serde(default)]
+    pub(crate) errmsg: String,
+}
+
+/// Why the server refused a document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// A duplicate on `_id` or on one of natural-key's own unique indexes: someone else wrote
+    /// this document (or its identity) first — read again and decide again.
+    Ours,
+    /// A duplicate on one of the user's own unique indexes: permanent.
+    UserIndex { index: String, key: String },
+    /// Anything else the server refused (a value the engine cannot store, validation, ...).
+    Other { code: i32, message: String },
+}
+
+pub(crate) const DUPLICATE_KEY_CODE: i32 = 11000;
+
+/// Index names natural-key relies on for "decide again": `_id`'s and its own.
+const OUR_INDEXES: &[&str] = &["_id_", "nk_identity", "nk_idempotency"];
+const OUR_FIELDS: &[&str] = &["_id", IDENTITY_FIELD, IDEMPOTENCY_FIELD];
+
+impl WriteErrorEntry {
+    pub(crate) fn refusal(&self) -> Refusal {
+        refusal(
+            self.code,
+            &self.errmsg,
+            self.key_pattern.as_ref(),
+            self.key_value.as_ref(),
+        )
+    }
+}
+
+/// Sorts a server refusal. Duplicates are told apart by the key pattern the server reports
+/// (MongoDB 4.2+, mongo-java-server) or, where an engine omits it, by the index named in the
+/// message (`... index: email_1 dup key: { email: "a" }`). A duplicate that names neither
+/// counts as ours: the next read decides, and the rounds are bounded.
+pub(crate) fn refusal(
+    code: i32,
+    message: &str,
+    key_pattern: Option<&Document>,
+    key_value: Option<&Document>,
+) -> Refusal {
+    if code != DUPLICATE_KEY_CODE {
+        return Refusal::Other {
+            code,
+            message: message.to_string(),
+        };
+    }
+    let index_in_message = message
+        .split_once("index: ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .map(|s| s.trim_end_matches(','));
+    let key_in_message = message
+        .split_once("dup key: ")
+        .map(|(_, rest)| rest.trim().to_string());
+    let ours = match (key_pattern, index_in_message) {
+        (Some(p), _) => p.len() == 1 && p.keys().all(|k| OUR_FIELDS.contains(&k.as_str())),
+        (None, Some(name)) => OUR_INDEXES.contains(&name),
+        (None, None) => true,
+    };
+    if ours {
+        return Refusal::Ours;
+    }
+    let index = match (index_in_message, key_pattern) {
+        (Some(name), _) => name.to_string(),
+        (None, Some(p)) => p.to_string(),
+        (None, None) => unreachable!("a refusal with neither pattern nor index name is ours"),
+    };
+    let key = match (key_value, key_in_message) {
+        (Some(v), _) => v.to_string(),
+        (None, Some(k)) => k,
+        (None, None) => message.to_string(),
+    };
+    Refusal::UserIndex { index, key }
+}
+
+/// Cuts items of the given sizes into consecutive commands of at most `max_bytes` and
+/// `max_count` items (an item larger than `max_bytes` travels alone).
+pub(crate) fn chunks(
+    sizes: impl IntoIterator<Item = usize>,
+    max_bytes: usize,
+    max_count: usize,
+) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes, mut k) = (0, 0, 0);
+    for size in sizes {
+        if k > start && (bytes + size > max_bytes || k - start >= max_count.max(1)) {
+            out.push(start..k);
+            (start, bytes) = (k, 0);
+        }
+        bytes += size;
+        k += 1;
+    }
+    if start < k {
+        out.push(start..k);
+    }
+    out
+}
+
+fn command(
+    t: &Target,
+    name: &str,
+    field: &str,
+    items: &[&RawDocumentBuf],
+) -> Result<RawDocumentBuf, mongodb::error::Error> {
+    let mut payload = RawArrayBuf::new();
+    for item in items {
+        payload.push((*item).clone());
+    }
+    let mut cmd = RawDocumentBuf::new();
+    cmd.append(name, t.name.as_str());
+    cmd.append(field, payload);
+    cmd.append("ordered", false);
+    if let Some(wc) = &t.write_concern {
+        let wc = RawDocumentBuf::from_document(wc).map_err(mongodb::error::Error::custom)?;
+        cmd.append("writeConcern", wc);
+    }
+    Ok(cmd)
+}
+
+/// One unordered `insert` of `docs`.
+pub(crate) async fn insert(
+    t: &Target,
+    docs: &[&RawDocumentBuf],
+    session: Session<'_>,
+) -> Result<WriteReply, mongodb::error::Error> {
+    let cmd = command(t, "insert", "documents", docs)?;
+    parse(t.run(cmd, session).await?, "insert")
+}
+
+/// One unordered `update` of `statements` (`{q, u, upsert, multi}` documents).
+pub(crate) async fn update(
+    t: &Target,
+    statements: &[&RawDocumentBuf],
+    session: Session<'_>,
+) -> Result<WriteReply, mongodb::error::Error> {
+    let cmd = command(t, "update", "updates", statements)?;
+    parse(t.run(cmd, session).await?, "update")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    #[test]
+    fn duplicates_are_sorted_by_key_pattern_then_by_index_name() {
+        let ours = [
+            doc! {"_id": 1},
+            doc! {IDENTITY_FIELD: 1},
+            doc! {IDEMPOTENCY_FIELD: 1},
+        ];
+        for p in &ours {
+            assert_eq!(refusal(11000, "", Some(p), None), Refusal::Ours);
+        }
+        let user = refusal(
+            11000,
+            "E11000 duplicate key error collection: db.c index: email_1 dup key: { email: \"a\" }",
+            Some(&doc! {"email": 1}),
+            Some(&doc! {"email": "a"}),
+        );
+        assert_eq!(
+            user,
+            Refusal::UserIndex {
+                index: "email_1".into(),
+                key: "{ \"email\": \"a\" }".into()
+            }
+        );
+        // No pattern: the message decides.
+        let msg = "E11000 duplicate key error collection: db.c index: nk_identity dup key: { _nk_identity: \"x\" }";
+        assert_eq!(refusal(11000, msg, None, None), Refusal::Ours);
+        let msg =
+            "E11000 duplicate key error collection: db.c index: email_1 dup key: { email: \"a\" }";
+        assert_eq!(
+            refusal(11000, msg, None, None),
+            Refusal::UserIndex {
+                index: "email_1".into(),
+                key: "{ email: \"a\" }".into()
+            }
+        );
+        // A compound index that merely includes `_id` is the user's.
+        assert!(matches!(
+            refusal(11000, "", Some(&doc! {"_id": 1, "email": 1}), None),
+            Refusal::UserIndex { .. }
+        ));
+        assert_eq!(refusal(11000, "E11000", None, None), Refusal::Ours);
+        assert_eq!(
+            refusal(2, "bad", None, None),
+            Refusal::Other {
+                code: 2,
+                message: "bad".into()
+            }
+        );
+    }
+
+    #[test]
+    fn chunks_respect_bytes_and_counts() {
+        assert_eq!(chunks([1, 1, 1, 1, 1], 100, 2), vec![0..2, 2..4, 4..5]);
+        assert_eq!(chunks([60, 60, 30], 100, 10), vec![0..1, 1..3]);
+        assert_eq!(chunks([200, 1], 100, 10), vec![0..1, 1..2]);
+        assert!(chunks([], 100, 10).is_empty());
+        assert_eq!(chunks([1, 1], 100, 0), vec![0..1, 1..2]);
+    }
+}

@@ -1,0 +1,189 @@
+//! What writes report: one outcome type per kind of write, and the report of a batch.
+
+use std::fmt;
+
+use ulid::Ulid;
+
+use crate::error::Error;
+
+/// What a guarded upsert did. Every variant carries the document's id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UpsertOutcome {
+    /// A new document was stored.
+    Inserted(Ulid),
+    /// The stored document's content changed.
+    Updated(Ulid),
+    /// The stored content hash equals the new one: no write command was sent.
+    Unchanged(Ulid),
+}
+
+/// What an insert-once write of an event did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InsertOutcome {
+    /// The event was stored.
+    Inserted(Ulid),
+    /// This event is already stored — typically a retry whose first attempt landed. Carries
+    /// the stored id (which differs from the value's own id only when the match was on the
+    /// idempotency key).
+    AlreadyApplied(Ulid),
+}
+
+impl UpsertOutcome {
+    /// The document's id.
+    ///
+    /// ```
+    /// # use natural_key::UpsertOutcome;
+    /// let id = natural_key::Ulid::nil();
+    /// assert_eq!(UpsertOutcome::Unchanged(id).id(), id);
+    /// ```
+    pub fn id(&self) -> Ulid {
+        match *self {
+            UpsertOutcome::Inserted(id)
+            | UpsertOutcome::Updated(id)
+            | UpsertOutcome::Unchanged(id) => id,
+        }
+    }
+
+    /// `"inserted"`, `"updated"` or `"unchanged"`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            UpsertOutcome::Inserted(_) => "inserted",
+            UpsertOutcome::Updated(_) => "updated",
+            UpsertOutcome::Unchanged(_) => "unchanged",
+        }
+    }
+}
+
+impl InsertOutcome {
+    /// The stored event's id.
+    ///
+    /// ```
+    /// # use natural_key::InsertOutcome;
+    /// let id = natural_key::Ulid::nil();
+    /// assert_eq!(InsertOutcome::AlreadyApplied(id).id(), id);
+    /// ```
+    pub fn id(&self) -> Ulid {
+        match *self {
+            InsertOutcome::Inserted(id) | InsertOutcome::AlreadyApplied(id) => id,
+        }
+    }
+
+    /// `"inserted"` or `"already_applied"`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            InsertOutcome::Inserted(_) => "inserted",
+            InsertOutcome::AlreadyApplied(_) => "already_applied",
+        }
+    }
+}
+
+impl fmt::Display for UpsertOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.as_str(), self.id())
+    }
+}
+
+impl fmt::Display for InsertOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.as_str(), self.id())
+    }
+}
+
+/// What a batch write did, counted per document. `failures` holds each document that could
+/// not be written, by its index in the input, with the reason; the others were written (or
+/// left alone) as counted.
+///
+/// ```
+/// let report = natural_key::BatchReport::default();
+/// assert_eq!(report.processed(), 0);
+/// assert!(report.failures.is_empty());
+/// ```
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct BatchReport {
+    /// New documents stored.
+    pub inserted: u64,
+    /// Stored documents whose content changed.
+    pub updated: u64,
+    /// Documents whose stored content hash already matched: no write sent for them.
+    pub unchanged: u64,
+    /// (events) already stored — retries whose first attempt landed.
+    pub already_applied: u64,
+    /// Documents not written: index in the input, and why.
+    pub failures: Vec<(usize, Error)>,
+    /// Batches processed so far.
+    pub batches: u64,
+}
+
+impl BatchReport {
+    /// Documents processed so far (successes and failures).
+    pub fn processed(&self) -> u64 {
+        self.inserted
+            + self.updated
+            + self.unchanged
+            + self.already_applied
+            + self.failures.len() as u64
+    }
+}
+
+/// One outcome, counted into a [`BatchReport`].
+pub(crate) trait Counted {
+    fn count(self, report: &mut BatchReport);
+}
+
+impl Counted for UpsertOutcome {
+    fn count(self, r: &mut BatchReport) {
+        match self {
+            UpsertOutcome::Inserted(_) => r.inserted += 1,
+            UpsertOutcome::Updated(_) => r.updated += 1,
+            UpsertOutcome::Unchanged(_) => r.unchanged += 1,
+        }
+    }
+}
+
+impl Counted for InsertOutcome {
+    fn count(self, r: &mut BatchReport) {
+        match self {
+            InsertOutcome::Inserted(_) => r.inserted += 1,
+            InsertOutcome::AlreadyApplied(_) => r.already_applied += 1,
+        }
+    }
+}
+
+/// A batch write that stopped: the error that stopped it, what was done before it, and where
+/// to resume. Every input document before index `settled` is settled (written, unchanged or in
+/// `report.failures`); resuming the input from `settled` with the same call converges.
+///
+/// ```
+/// # use natural_key::{BatchError, BatchReport, Error, KeyError};
+/// # fn handle(e: BatchError) {
+/// eprintln!("stopped after {} documents: {}", e.settled, e.error);
+/// if e.is_transient() { /* resume from e.settled */ }
+/// # }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("batch write stopped; every document before input index {settled} is settled")]
+#[non_exhaustive]
+pub struct BatchError {
+    /// What the write did before it stopped.
+    pub report: BatchReport,
+    /// Why it stopped.
+    #[source]
+    pub error: Error,
+    /// Input index up to which (exclusive) every document is settled.
+    pub settled: usize,
+}
+
+impl BatchError {
+    /// Whether the error that stopped the batch is worth retrying ([`Error::is_transient`]).
+    pub fn is_transient(&self) -> bool {
+        self.error.is_transient()
+    }
+}
+
+impl From<BatchError> for Error {
+    /// The error that stopped the batch (the report is dropped).
+    fn from(e: BatchError) -> Self {
+        e.error
+    }
+}

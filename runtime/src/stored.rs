@@ -1,0 +1,184 @@
+//! The stored form: the frozen field names, and each document's BSON built once before
+//! anything is sent.
+
+use std::fmt;
+
+use bson::RawDocumentBuf;
+use ulid::Ulid;
+
+use crate::error::Error;
+use crate::op::Target;
+use crate::traits::{NaturalKey, RandomId};
+
+/// Field holding the identity digest (hex SHA-256 of the non-timestamp key fields).
+pub const IDENTITY_FIELD: &str = "_nk_identity";
+/// Field holding the content hash (hex).
+pub const HASH_FIELD: &str = "_nk_hash";
+/// Field holding the token of the `update` command that last wrote the document; lets a
+/// write tell its own statements from a concurrent writer's after an engine error.
+pub const WRITE_FIELD: &str = "_nk_write";
+/// Field holding a RandomId type's idempotency key.
+pub const IDEMPOTENCY_FIELD: &str = "_nk_idempotency";
+
+/// BSON bytes `_id` (a 26-character ULID string) and `_nk_write` add to a body.
+const ID_BYTES: usize = 1 + 4 + 4 + 27;
+const TOKEN_BYTES: usize = 1 + 10 + 4 + 27;
+
+/// Everything derived from a [`NaturalKey`] document before touching the database.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub(crate) id: Ulid,
+    pub(crate) id_text: String,
+    pub(crate) identity: String,
+    pub(crate) hash: String,
+    /// The stored fields but `_id`: the document, its identity and its hash — built once;
+    /// commands copy it without a `Document` tree in between.
+    pub(crate) body: RawDocumentBuf,
+}
+
+impl Prepared {
+    pub(crate) fn of<T: NaturalKey>(doc: &T, t: &Target) -> Result<Self, Error> {
+        // `id()` and `identity()` in one pass over the key fields.
+        let digest = crate::key::identity_digest(doc)?;
+        let id = crate::key::ulid_from(doc.__timestamp_ms()?, &digest);
+        let identity = crate::content::ContentHash(digest).to_string();
+        let hash = doc.content_hash()?.to_string();
+        let mut body = to_body(doc)?;
+        body.append(IDENTITY_FIELD, identity.as_str());
+        body.append(HASH_FIELD, hash.as_str());
+        check_size(t, id, body.as_bytes().len() + ID_BYTES + TOKEN_BYTES)?;
+        Ok(Prepared {
+            id,
+            id_text: id.to_string(),
+            identity,
+            hash,
+            body,
+        })
+    }
+}
+
+/// Everything derived from a [`RandomId`] event before touching the database.
+#[derive(Debug)]
+pub(crate) struct PreparedEvent {
+    pub(crate) id: Ulid,
+    pub(crate) idempotency_key: Option<String>,
+    /// The document to insert: `_id` (the event's ULID as text), the event's fields, and its
+    /// idempotency key.
+    pub(crate) body: RawDocumentBuf,
+}
+
+impl PreparedEvent {
+    pub(crate) fn of<T: RandomId>(doc: &T, t: &Target) -> Result<Self, Error> {
+        let id = doc.id();
+        let idempotency_key = doc.__idempotency_key()?;
+        // `_id` first, then the event's fields but its own `_id` (the `#[id]` field): one copy
+        // of the serialized event.
+        let raw = bson::to_raw_document_buf(doc).map_err(Error::serialize::<T>)?;
+        let mut body = RawDocumentBuf::new();
+        body.append("_id", id.to_string());
+        append_fields(&mut body, &raw, Some("_id")).map_err(Error::serialize::<T>)?;
+        if let Some(k) = &idempotency_key {
+            body.append(IDEMPOTENCY_FIELD, k.as_str());
+        }
+        check_size(t, id, body.as_bytes().len())?;
+        Ok(PreparedEvent {
+            id,
+            idempotency_key,
+            body,
+        })
+    }
+}
+
+fn check_size(t: &Target, id: Ulid, bytes: usize) -> Result<(), Error> {
+    let limit = t.deployment.limits().max_document_bytes;
+    if bytes > limit {
+        return Err(Error::DocumentTooLarge {
+            collection: t.namespace.clone(),
+            id,
+            bytes,
+            limit,
+        });
+    }
+    Ok(())
+}
+
+/// The document's BSON, serialized once, without `_id`: the filter carries `_id`, and engines
+/// differ on `_id` inside `$set`/replacements.
+fn to_body<T: serde::Serialize>(doc: &T) -> Result<RawDocumentBuf, Error> {
+    let raw = bson::to_raw_document_buf(doc).map_err(Error::serialize::<T>)?;
+    if raw.get("_id").map_err(Error::serialize::<T>)?.is_none() {
+        return Ok(raw);
+    }
+    let mut body = RawDocumentBuf::new();
+    append_fields(&mut body, &raw, Some("_id")).map_err(Error::serialize::<T>)?;
+    Ok(body)
+}
+
+/// Appends the fields of `src` to `dst`, but `skip`: a byte copy per field, no `Document`.
+pub(crate) fn append_fields(
+    dst: &mut RawDocumentBuf,
+    src: &RawDocumentBuf,
+    skip: Option<&str>,
+) -> Result<(), bson::raw::Error> {
+    for element in src {
+        let (key, value) = element?;
+        if Some(key) != skip {
+            dst.append_ref(key, value);
+        }
+    }
+    Ok(())
+}
+
+/// The stored `_id` as text, for messages (ids are stored as 26-character ULID strings).
+pub(crate) fn id_text(id: &bson::Bson) -> String {
+    match id {
+        bson::Bson::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The names a type's `Deserialize` implementation expects, as stored (serde renames applied):
+/// the fields an upsert in Merge mode unsets when the serialized document lacks them (an
+/// `Option` skipped when `None`, say). `None` for a type that does not deserialize as a plain
+/// struct (`#[serde(flatten)]`, a hand-written impl): its absent fields cannot be known.
+pub(crate) fn struct_fields<T: serde::de::DeserializeOwned>() -> Option<&'static [&'static str]> {
+    use serde::de::{self, Visitor};
+
+    struct Probe(Option<&'static [&'static str]>);
+    #[derive(Debug)]
+    struct Stop;
+    impl fmt::Display for Stop {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("probe")
+        }
+    }
+    impl std::error::Error for Stop {}
+    impl de::Error for Stop {
+        fn custom<M: fmt::Display>(_: M) -> Self {
+            Stop
+        }
+    }
+    impl<'de> de::Deserializer<'de> for &mut Probe {
+        type Error = Stop;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Stop> {
+            Err(Stop)
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Stop> {
+            self.0 = Some(fields);
+            Err(Stop)
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+            identifier ignored_any
+        }
+    }
+    let mut probe = Probe(None);
+    let _ = T::deserialize(&mut probe);
+    probe.0
+}

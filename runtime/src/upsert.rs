@@ -1,0 +1,424 @@
+//! The guarded upsert of a batch — one document or ten thousand — in bounded rounds: read what
+//! is stored under the pending identities, [`decide`] each, send one `insert` for the new and
+//! one `update` for the changed (cut to the engine's limits), and decide again for whatever
+//! the engine refused.
+//!
+//! Engines differ in what a multi-statement `update` reply says: MongoDB reports each failed
+//! statement by index and carries on; FerretDB 1.x stops at the first failure with a command
+//! error and numbers `upserted` entries by their order rather than their statement. So every
+//! statement also stamps the document with the command's write token (`_nk_write`): after a
+//! failed command, the next read tells "we applied it" from "another writer did" exactly.
+
+use std::collections::HashMap;
+
+use bson::{Bson, RawBson, RawDocumentBuf};
+use ulid::Ulid;
+
+use crate::action::WriteMode;
+use crate::decide::{decide, Action, Sent, Stored};
+use crate::error::{classify, server_code, Error};
+use crate::op::{self, Refusal, Session, StoredIdentity, Target, WriteReply};
+use crate::outcome::UpsertOutcome;
+use crate::stored::{Prepared, HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
+
+/// How many read-decide-write rounds a document gets before [`Error::Contention`].
+pub(crate) const MAX_ROUNDS: u32 = 8;
+
+/// What every batch of one upsert call shares.
+pub(crate) struct Job<'a> {
+    pub(crate) t: &'a Target,
+    pub(crate) mode: WriteMode,
+    /// The type's stored field names, unset in Merge mode when a document lacks them.
+    pub(crate) fields: Option<&'static [&'static str]>,
+    /// Describes document `i`'s key, for a fork error (built only when needed).
+    pub(crate) describe: &'a (dyn Fn(usize) -> String + Sync),
+}
+
+type Outcomes = Vec<Result<UpsertOutcome, Error>>;
+
+/// Per-document state across rounds.
+struct Rounds<'p> {
+    items: &'p [&'p Prepared],
+    results: Vec<Option<Result<UpsertOutcome, Error>>>,
+    sent: Vec<Option<Sent>>,
+    pending: Vec<usize>,
+    /// An engine refused a statement of a multi-statement command without saying which:
+    /// from now on each statement travels alone.
+    one_by_one: bool,
+}
+
+/// One statement or document to send for item `item`.
+struct Outgoing {
+    item: usize,
+    insert: bool,
+    doc: RawDocumentBuf,
+}
+
+/// Decides and writes one batch; one result per item. `Err` only for a failure of the whole
+/// batch (network, ...), which the caller may retry: the batch is idempotent.
+pub(crate) async fn upsert_batch(
+    job: &Job<'_>,
+    items: &[&Prepared],
+    insert_first: bool,
+    mut session: Session<'_>,
+) -> Result<Outcomes, Error> {
+    let mut r = Rounds {
+        items,
+        results: (0..items.len()).map(|_| None).collect(),
+        sent: vec![None; items.len()],
+        pending: (0..items.len()).collect(),
+        one_by_one: false,
+    };
+    for round in 0..MAX_ROUNDS {
+        if r.pending.is_empty() {
+            break;
+        }
+        // Skipped when the batch starts with the insert: every document is taken as new and
+        // the unique indexes refuse what is not, for the next round to decide.
+        let stored = if round == 0 && insert_first {
+            HashMap::new()
+        } else {
+            read(job.t, &r, session.as_deref_mut()).await?
+        };
+        let token = Ulid::new().to_string();
+        let (inserts, updates) = plan(job, &mut r, &stored, &token)?;
+        r.pending.clear();
+        send_inserts(job.t, &mut r, inserts, session.as_deref_mut()).await?;
+        send_updates(job.t, &mut r, updates, &token, session.as_deref_mut()).await?;
+    }
+    let t = job.t;
+    Ok(r.results
+        .into_iter()
+        .enumerate()
+        .map(|(i, result)| {
+            result.unwrap_or_else(|| {
+                Err(Error::Contention {
+                    collection: t.namespace.clone(),
+                    id: items[i].id,
+                    attempts: MAX_ROUNDS,
+                })
+            })
+        })
+        .collect())
+}
+
+/// The stored `_id`, hash and write token of every pending identity, keyed by identity.
+async fn read(
+    t: &Target,
+    r: &Rounds<'_>,
+    session: Session<'_>,
+) -> Result<HashMap<String, StoredIdentity>, Error> {
+    let mut wanted = bson::RawArrayBuf::new();
+    for &i in &r.pending {
+        wanted.push(r.items[i].identity.as_str());
+    }
+    let mut condition = RawDocumentBuf::new();
+    condition.append("$in", wanted);
+    let mut filter = RawDocumentBuf::new();
+    filter.append(IDENTITY_FIELD, condition);
+    let found: Vec<StoredIdentity> = op::find(t, filter, Some(StoredIdentity::PROJECTION), session)
+        .await
+        .map_err(classify)?;
+    Ok(found
+        .into_iter()
+        .filter_map(|d| Some((d.identity.as_ref()?.as_str()?.to_string(), d)))
+        .collect())
+}
+
+/// Decides every pending item: settles what needs no write, and returns the `insert`
+/// documents and `update` statements for the rest.
+fn plan(
+    job: &Job<'_>,
+    r: &mut Rounds<'_>,
+    stored: &HashMap<String, StoredIdentity>,
+    token: &str,
+) -> Result<(Vec<Outgoing>, Vec<Outgoing>), Error> {
+    let (mut inserts, mut updates) = (Vec::new(), Vec::new());
+    for &i in &r.pending {
+        let p = r.items[i];
+        let found = stored.get(&p.identity);
+        let view = found.map(|d| Stored {
+            id: &d.id,
+            hash: d.hash.as_ref(),
+            token: d.token.as_ref().and_then(Bson::as_str),
+        });
+        let (insert, stored_hash) =
+            match decide(p.id, &p.id_text, &p.hash, view, r.sent[i].as_ref()) {
+                Action::Done(o) => {
+                    r.results[i] = Some(Ok(o));
+                    continue;
+                }
+                Action::Fork => {
+                    r.results[i] = Some(Err(Error::ImmutableKeyChanged {
+                        collection: job.t.namespace.clone(),
+                        stored_id: crate::stored::id_text(&found.expect("a fork was read").id),
+                        derived_id: p.id,
+                        key: (job.describe)(i),
+                    }));
+                    continue;
+                }
+                Action::Insert => {
+                    let mut doc = RawDocumentBuf::new();
+                    doc.append("_id", p.id_text.as_str());
+                    crate::stored::append_fields(&mut doc, &p.body, None).map_err(serialize)?;
+                    inserts.push(Outgoing {
+                        item: i,
+                        insert: true,
+                        doc,
+                    });
+                    continue;
+                }
+                Action::UpsertById => (true, None),
+                Action::Update { stored_hash } => {
+                    (false, Some(stored_hash.cloned().unwrap_or(Bson::Null)))
+                }
+            };
+        let doc = statement(job, p, stored_hash, token)?;
+        updates.push(Outgoing {
+            item: i,
+            insert,
+            doc,
+        });
+    }
+    Ok((inserts, updates))
+}
+
+/// One `update` statement: by `_id` (and `_nk_identity` on a sharded collection, whose shard
+/// key an upsert filter must carry), only while the stored hash is still `stored_hash` (none:
+/// by `_id` alone, which adopts a same-`_id` document written without identity); upserting,
+/// so a changed hash makes the upsert collide on `_id` — the signal to decide again.
+fn statement(
+    job: &Job<'_>,
+    p: &Prepared,
+    stored_hash: Option<Bson>,
+    token: &str,
+) -> Result<RawDocumentBuf, Error> {
+    let mut filter = RawDocumentBuf::new();
+    filter.append("_id", p.id_text.as_str());
+    if job.t.sharded {
+        filter.append(IDENTITY_FIELD, p.identity.as_str());
+    }
+    if let Some(hash) = stored_hash {
+        filter.append(HASH_FIELD, RawBson::try_from(hash).map_err(serialize)?);
+    }
+    let mut body = RawDocumentBuf::new();
+    crate::stored::append_fields(&mut body, &p.body, None).map_err(serialize)?;
+    body.append(WRITE_FIELD, token);
+    let update = match job.mode {
+        WriteMode::Merge => {
+            let mut u = RawDocumentBuf::new();
+            u.append("$set", body);
+            // Fields of the type that this value does not serialize (a skipped `None`) must
+            // not keep an old value: reading the document back must give what was written.
+            let mut unset = RawDocumentBuf::new();
+            for f in job.fields.unwrap_or_default() {
+                if *f != "_id" && !matches!(p.body.get(f), Ok(Some(_))) {
+                    unset.append(*f, "");
+                }
+            }
+            if !unset.is_empty() {
+                u.append("$unset", unset);
+            }
+            u
+        }
+        WriteMode::Replace => body,
+    };
+    let mut s = RawDocumentBuf::new();
+    s.append("q", filter);
+    s.append("u", update);
+    s.append("upsert", true);
+    s.append("multi", false);
+    Ok(s)
+}
+
+fn serialize(e: impl std::fmt::Display) -> Error {
+    Error::Serialize {
+        type_name: "bson",
+        message: e.to_string(),
+    }
+}
+
+/// A write command failed as a whole: a duplicate key without an index (FerretDB) is a
+/// refusal of every document in it; anything else fails the batch.
+fn command_refusal(e: mongodb::error::Error) -> Result<Refusal, Error> {
+    match server_code(&e) {
+        Some(code @ op::write::DUPLICATE_KEY_CODE) => {
+            Ok(op::write::refusal(code, &e.to_string(), None, None))
+        }
+        _ => Err(classify(e)),
+    }
+}
+
+fn write_concern_failed(t: &Target, reply: &WriteReply, id: Ulid) -> Result<(), Error> {
+    match &reply.write_concern_error {
+        Some(w) => Err(Error::WriteFailed {
+            collection: t.namespace.clone(),
+            id,
+            code: w.code,
+            message: w.errmsg.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+impl Rounds<'_> {
+    /// Settles item `i` after the server refused its document or statement.
+    fn refused(&mut self, t: &Target, i: usize, refusal: Refusal, sent: Sent) {
+        let id = self.items[i].id;
+        match refusal {
+            Refusal::Ours => {
+                self.sent[i] = Some(sent);
+                self.pending.push(i);
+            }
+            Refusal::UserIndex { index, key } => {
+                self.results[i] = Some(Err(Error::UniqueIndexViolation {
+                    collection: t.namespace.clone(),
+                    id,
+                    index,
+                    key,
+                }))
+            }
+            Refusal::Other { code, message } => {
+                self.results[i] = Some(Err(Error::WriteFailed {
+                    collection: t.namespace.clone(),
+                    id,
+                    code,
+                    message,
+                }))
+            }
+        }
+    }
+
+    /// Items of a command whose outcome the reply did not settle: the next round decides.
+    fn uncertain(&mut self, sent: &[Outgoing], make: impl Fn(&Outgoing) -> Sent) {
+        for s in sent {
+            self.sent[s.item] = Some(make(s));
+            self.pending.push(s.item);
+        }
+    }
+}
+
+async fn send_inserts(
+    t: &Target,
+    r: &mut Rounds<'_>,
+    inserts: Vec<Outgoing>,
+    mut session: Session<'_>,
+) -> Result<(), Error> {
+    let limits = t.deployment.limits();
+    let max = if r.one_by_one {
+        1
+    } else {
+        limits.max_statements
+    };
+    for chunk in op::chunks(
+        inserts.iter().map(|s| s.doc.as_bytes().len()),
+        limits.max_command_bytes,
+        max,
+    ) {
+        let sent = &inserts[chunk];
+        let docs: Vec<&RawDocumentBuf> = sent.iter().map(|s| &s.doc).collect();
+        let reply = match op::insert(t, &docs, session.as_deref_mut()).await {
+            Ok(reply) => reply,
+            Err(e) => {
+                let refusal = command_refusal(e)?;
+                match (refusal, sent) {
+                    (refusal, [one]) => r.refused(t, one.item, refusal, Sent::Refused),
+                    (refusal, _) => {
+                        r.one_by_one |= refusal != Refusal::Ours;
+                        r.uncertain(sent, |_| Sent::Refused);
+                    }
+                }
+                continue;
+            }
+        };
+        write_concern_failed(t, &reply, r.items[sent[0].item].id)?;
+        if reply.write_errors.iter().any(|e| e.index >= sent.len()) {
+            // Refusals that cannot be placed: the next read decides every document.
+            r.uncertain(sent, |_| Sent::Refused);
+            continue;
+        }
+        let mut refusals: HashMap<usize, Refusal> = reply
+            .write_errors
+            .iter()
+            .map(|e| (e.index, e.refusal()))
+            .collect();
+        for (k, s) in sent.iter().enumerate() {
+            match refusals.remove(&k) {
+                None => r.results[s.item] = Some(Ok(UpsertOutcome::Inserted(r.items[s.item].id))),
+                Some(refusal) => r.refused(t, s.item, refusal, Sent::Refused),
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn send_updates(
+    t: &Target,
+    r: &mut Rounds<'_>,
+    updates: Vec<Outgoing>,
+    token: &str,
+    mut session: Session<'_>,
+) -> Result<(), Error> {
+    let limits = t.deployment.limits();
+    let max = if r.one_by_one {
+        1
+    } else {
+        limits.max_statements
+    };
+    let uncertain = |s: &Outgoing| Sent::Uncertain {
+        token: token.to_string(),
+        insert: s.insert,
+    };
+    for chunk in op::chunks(
+        updates.iter().map(|s| s.doc.as_bytes().len()),
+        limits.max_command_bytes,
+        max,
+    ) {
+        let sent = &updates[chunk];
+        let statements: Vec<&RawDocumentBuf> = sent.iter().map(|s| &s.doc).collect();
+        let reply = match op::update(t, &statements, session.as_deref_mut()).await {
+            Ok(reply) => reply,
+            Err(e) => {
+                // Stopped without saying where: every statement is uncertain until the next
+                // read shows whose token is stored.
+                let refusal = command_refusal(e)?;
+                match sent {
+                    [one] => r.refused(t, one.item, refusal, uncertain(one)),
+                    _ => {
+                        r.one_by_one |= refusal != Refusal::Ours;
+                        r.uncertain(sent, uncertain);
+                    }
+                }
+                continue;
+            }
+        };
+        write_concern_failed(t, &reply, r.items[sent[0].item].id)?;
+        match (sent, reply.write_errors.as_slice()) {
+            (_, []) => {
+                let inserts = sent.iter().filter(|s| s.insert).count();
+                let upserted: Vec<usize> = reply.upserted.iter().map(|u| u.index).collect();
+                for (k, s) in sent.iter().enumerate() {
+                    let id = r.items[s.item].id;
+                    // FerretDB numbers `upserted` by order, MongoDB by statement: all inserts
+                    // upserted means each did. An insert that matched adopted a document
+                    // written by other code (or by a concurrent writer since our read).
+                    let inserted = s.insert && (upserted.len() == inserts || upserted.contains(&k));
+                    r.results[s.item] = Some(Ok(if inserted {
+                        UpsertOutcome::Inserted(id)
+                    } else {
+                        UpsertOutcome::Updated(id)
+                    }));
+                }
+            }
+            ([one], [e]) => r.refused(t, one.item, e.refusal(), uncertain(one)),
+            (_, errors) => {
+                // Which statements applied is not reliably reported (FerretDB 1.x stops at
+                // the first failure and reports it at index 0): the next read decides, and
+                // a refusal other than ours is pinned down one statement at a time.
+                r.one_by_one |= errors.iter().any(|e| e.refusal() != Refusal::Ours);
+                r.uncertain(sent, uncertain);
+            }
+        }
+    }
+    Ok(())
+}
