@@ -22,12 +22,9 @@ use std::time::{Duration, Instant};
 
 use futures::TryStreamExt;
 use natural_key::bson::{self, doc, Document};
-use natural_key::mongodb::{Collection, Database};
+use natural_key::mongodb::{self, Database};
 use natural_key::prelude::*;
-use natural_key::{
-    ensure_indexes, insert_many, upsert_many, RetryPolicy, HASH_FIELD, IDEMPOTENCY_FIELD,
-    IDENTITY_FIELD,
-};
+use natural_key::{Collection, RetryPolicy, HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD};
 use support::proxy::{self, Faults, Proxy, Stats};
 
 const WRITERS: usize = 4;
@@ -258,7 +255,7 @@ async fn through(proxy: &Proxy, name: &str) -> Database {
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Mode {
-    /// `doc.upsert(&coll)` / `event.insert(&coll)`, one call per document.
+    /// `posts.upsert(&doc)` / `events.insert(&event)`, one call per document.
     Single,
     /// `upsert_many` / `insert_many` of `CALL_DOCS` documents per call, `BATCH` per batch.
     Batch,
@@ -276,13 +273,17 @@ struct WriterResult {
 }
 
 impl WriterResult {
-    fn count(&mut self, o: Outcome) {
+    fn count_upsert(&mut self, o: UpsertOutcome) {
         match o {
-            Outcome::Inserted(_) => self.inserted += 1,
-            Outcome::Updated(_) => self.updated += 1,
-            Outcome::Unchanged(_) => self.unchanged += 1,
-            Outcome::AlreadyApplied(_) => self.already_applied += 1,
-            _ => {}
+            UpsertOutcome::Inserted(_) => self.inserted += 1,
+            UpsertOutcome::Updated(_) => self.updated += 1,
+            UpsertOutcome::Unchanged(_) => self.unchanged += 1,
+        }
+    }
+    fn count_insert(&mut self, o: InsertOutcome) {
+        match o {
+            InsertOutcome::Inserted(_) => self.inserted += 1,
+            InsertOutcome::AlreadyApplied(_) => self.already_applied += 1,
         }
     }
     fn add(&mut self, o: WriterResult) {
@@ -308,8 +309,8 @@ async fn write_posts(
             for p in &posts {
                 r.calls += 1;
                 r.docs += 1;
-                match p.upsert(&coll).retry(policy).await {
-                    Ok(o) => r.count(o),
+                match coll.upsert(p).retry(policy).await {
+                    Ok(o) => r.count_upsert(o),
                     Err(e) => r.errors.push(format!("upsert {}: {e}", p.slug)),
                 }
             }
@@ -318,7 +319,8 @@ async fn write_posts(
             for chunk in posts.chunks(CALL_DOCS) {
                 r.calls += 1;
                 r.docs += chunk.len() as u64;
-                match upsert_many(&coll, chunk)
+                match coll
+                    .upsert_many(chunk)
                     .batch_size(BATCH)
                     .retry(policy)
                     .await
@@ -331,7 +333,7 @@ async fn write_posts(
                             r.errors.push(format!("upsert_many {}: {e}", chunk[i].slug));
                         }
                     }
-                    Err(e) => r.errors.push(format!("upsert_many: {e}")),
+                    Err(e) => r.errors.push(format!("upsert_many: {e}: {}", e.error)),
                 }
             }
         }
@@ -351,8 +353,8 @@ async fn insert_events(
             for e in &events {
                 r.calls += 1;
                 r.docs += 1;
-                match e.insert(&coll).retry(policy).await {
-                    Ok(o) => r.count(o),
+                match coll.insert(e).retry(policy).await {
+                    Ok(o) => r.count_insert(o),
                     Err(err) => r.errors.push(format!("insert {}: {err}", e.request)),
                 }
             }
@@ -361,7 +363,8 @@ async fn insert_events(
             for chunk in events.chunks(CALL_DOCS) {
                 r.calls += 1;
                 r.docs += chunk.len() as u64;
-                match insert_many(&coll, chunk)
+                match coll
+                    .insert_many(chunk)
                     .batch_size(BATCH)
                     .retry(policy)
                     .await
@@ -374,7 +377,7 @@ async fn insert_events(
                                 .push(format!("insert_many {}: {e}", chunk[i].request));
                         }
                     }
-                    Err(e) => r.errors.push(format!("insert_many: {e}")),
+                    Err(e) => r.errors.push(format!("insert_many: {e}: {}", e.error)),
                 }
             }
         }
@@ -410,7 +413,7 @@ impl Check {
     }
 }
 
-async fn all_docs(coll: &Collection<Document>) -> Vec<Document> {
+async fn all_docs(coll: &mongodb::Collection<Document>) -> Vec<Document> {
     coll.find(doc! {})
         .await
         .unwrap()
@@ -429,7 +432,7 @@ fn tally_duplicates(check: &mut Check, per_key: &HashMap<String, u64>) {
     }
 }
 
-async fn check_posts(coll: &Collection<Document>, expected: &[Post]) -> Check {
+async fn check_posts(coll: &mongodb::Collection<Document>, expected: &[Post]) -> Check {
     let by_slug: HashMap<&str, &Post> = expected.iter().map(|p| (p.slug.as_str(), p)).collect();
     let mut check = Check::default();
     let mut per_slug: HashMap<String, u64> = HashMap::new();
@@ -459,7 +462,7 @@ async fn check_posts(coll: &Collection<Document>, expected: &[Post]) -> Check {
 
 /// `allowed`: for each request, the ids any writer may have stored it under.
 async fn check_events(
-    coll: &Collection<Document>,
+    coll: &mongodb::Collection<Document>,
     expected: &[Delivery],
     allowed: &HashMap<String, HashSet<String>>,
 ) -> Check {
@@ -559,8 +562,9 @@ async fn posts_scenario(
     seed: u64,
 ) -> (Check, WriterResult, Stats) {
     let (db, proxy) = setup(test, Faults::none(), seed).await;
-    let direct = db.collection::<Post>("posts");
-    ensure_indexes(&direct).await.unwrap();
+    let direct = Collection::new(db.collection::<Post>("posts"))
+        .await
+        .unwrap();
     let expected = corpus(n);
     let drafts: Vec<Post> = expected
         .iter()
@@ -570,15 +574,26 @@ async fn posts_scenario(
             ..p.clone()
         })
         .collect();
-    let r = upsert_many(&direct, &drafts).await.unwrap();
+    let r = direct.upsert_many(&drafts).await.unwrap();
     assert_eq!(r.inserted as usize, drafts.len());
 
+    // Each writer opens its handle through the proxy before the faults are on (opening reads
+    // the indexes; the deployment is the one the direct handle detected, the same engine).
+    let mut handles = Vec::new();
+    for _ in 0..WRITERS {
+        let coll = through(&proxy, db.name()).await.collection::<Post>("posts");
+        handles.push(
+            Collection::new(coll)
+                .deployment(direct.deployment().clone())
+                .await
+                .unwrap(),
+        );
+    }
     proxy.set_faults(faults);
     let shares = overlapping_shares(n, seed);
     let start = Instant::now();
     let mut tasks = Vec::new();
-    for (w, share) in shares.into_iter().enumerate() {
-        let coll = through(&proxy, db.name()).await.collection::<Post>("posts");
+    for ((w, share), coll) in shares.into_iter().enumerate().zip(handles) {
         let posts: Vec<Post> = share.iter().map(|&i| expected[i].clone()).collect();
         tasks.push(tokio::spawn(write_posts(
             coll,
@@ -655,8 +670,9 @@ async fn events_scenario(
     seed: u64,
 ) -> (Check, WriterResult, Stats) {
     let (db, proxy) = setup(test, Faults::none(), seed).await;
-    let direct = db.collection::<Delivery>("deliveries");
-    ensure_indexes(&direct).await.unwrap();
+    let direct = Collection::new(db.collection::<Delivery>("deliveries"))
+        .await
+        .unwrap();
     let expected: Vec<Delivery> = (0..n)
         .map(|i| Delivery {
             id: Ulid::new(),
@@ -669,6 +685,19 @@ async fn events_scenario(
         .map(|e| (e.request.clone(), HashSet::from([e.id.to_string()])))
         .collect();
 
+    // Each writer opens its handle through the proxy before the faults are on.
+    let mut handles = Vec::new();
+    for _ in 0..WRITERS {
+        let coll = through(&proxy, db.name())
+            .await
+            .collection::<Delivery>("deliveries");
+        handles.push(
+            Collection::new(coll)
+                .deployment(direct.deployment().clone())
+                .await
+                .unwrap(),
+        );
+    }
     proxy.set_faults(faults);
     let shares = overlapping_shares(n, seed ^ 0xE7E7);
     let mut writer_events = Vec::new();
@@ -691,10 +720,7 @@ async fn events_scenario(
     }
     let start = Instant::now();
     let mut tasks = Vec::new();
-    for (w, events) in writer_events.into_iter().enumerate() {
-        let coll = through(&proxy, db.name())
-            .await
-            .collection::<Delivery>("deliveries");
+    for ((w, events), coll) in writer_events.into_iter().enumerate().zip(handles) {
         tasks.push(tokio::spawn(insert_events(
             coll,
             events,
@@ -1037,8 +1063,9 @@ async fn converges_across_an_engine_restart() {
         .await
         .database(name);
     direct_db.drop().await.unwrap();
-    let direct = direct_db.collection::<Post>("posts");
-    ensure_indexes(&direct).await.unwrap();
+    let direct = Collection::new(direct_db.collection::<Post>("posts"))
+        .await
+        .unwrap();
     let proxy =
         Arc::new(Proxy::start(proxy::upstream_addr(&engine.uri), Faults::none(), seed(11)).await);
     let expected = corpus(n);
@@ -1050,7 +1077,10 @@ async fn converges_across_an_engine_restart() {
     let start = Instant::now();
     let mut tasks = Vec::new();
     for (w, share) in overlapping_shares(n, seed(12)).into_iter().enumerate() {
-        let coll = through(&proxy, name).await.collection::<Post>("posts");
+        let coll = Collection::new(through(&proxy, name).await.collection::<Post>("posts"))
+            .deployment(direct.deployment().clone())
+            .await
+            .unwrap();
         let posts: Vec<Post> = share.iter().map(|&i| expected[i].clone()).collect();
         let finished = finished.clone();
         tasks.push(tokio::spawn(async move {
