@@ -6,9 +6,8 @@ use std::future::IntoFuture;
 use std::sync::{Arc, Mutex};
 
 use natural_key::bson::doc;
-use natural_key::mongodb::Collection;
 use natural_key::prelude::*;
-use natural_key::{ensure_indexes, insert_many, upsert_many, upsert_stream, Error, KeyError};
+use natural_key::{Collection, Error, KeyError};
 
 #[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
 struct Post {
@@ -34,8 +33,7 @@ fn corpus(n: usize) -> Vec<Post> {
 
 async fn posts(test: &str) -> (Collection<Post>, support::Commands) {
     let (db, commands) = support::database(test).await;
-    let coll = db.collection::<Post>("posts");
-    ensure_indexes(&coll).await.unwrap();
+    let coll = Collection::new(db.collection::<Post>("posts")).await.unwrap();
     commands.reset();
     (coll, commands)
 }
@@ -45,7 +43,7 @@ async fn ingest_reingest_and_one_percent_changed_in_constant_round_trips() {
     let (coll, commands) = posts("reingest").await;
     let docs = corpus(1000);
 
-    let r = upsert_many(&coll, &docs).batch_size(250).await.unwrap();
+    let r = coll.upsert_many(&docs).batch_size(250).await.unwrap();
     assert_eq!(
         (r.inserted, r.updated, r.unchanged, r.failures.len()),
         (1000, 0, 0, 0)
@@ -62,10 +60,10 @@ async fn ingest_reingest_and_one_percent_changed_in_constant_round_trips() {
         "new documents: one insert command per batch"
     );
     assert_eq!(commands.count("update"), 0);
-    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1000);
+    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 1000);
 
     commands.reset();
-    let r = upsert_many(&coll, &docs).batch_size(250).await.unwrap();
+    let r = coll.upsert_many(&docs).batch_size(250).await.unwrap();
     assert_eq!((r.inserted, r.updated, r.unchanged), (0, 0, 1000));
     assert_eq!(
         commands.writes(),
@@ -79,7 +77,7 @@ async fn ingest_reingest_and_one_percent_changed_in_constant_round_trips() {
         p.body.push_str(" (edited)");
     }
     commands.reset();
-    let r = upsert_many(&coll, changed.iter())
+    let r = coll.upsert_many(changed.iter())
         .batch_size(250)
         .await
         .unwrap();
@@ -92,25 +90,26 @@ async fn ingest_reingest_and_one_percent_changed_in_constant_round_trips() {
     assert_eq!(commands.count("insert"), 0);
     for p in changed.iter().step_by(100) {
         let stored = coll
+            .inner()
             .find_one(doc! { "_id": p.id().unwrap().to_string() })
             .await
             .unwrap()
             .unwrap();
         assert_eq!(&stored, p);
     }
-    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1000);
+    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 1000);
 }
 
 #[tokio::test]
 async fn bad_documents_are_reported_at_their_index_and_do_not_stop_the_rest() {
     let (coll, _) = posts("failures").await;
     let mut docs = corpus(20);
-    upsert_many(&coll, &docs[..10]).await.unwrap();
+    coll.upsert_many(&docs[..10]).await.unwrap();
     docs[3].slug = "nul\0byte".into();
     docs[5].published_at = -1;
     docs[7].published_at += 1; // a timestamp edit of a stored post
     docs[12].body = "new".into();
-    let r = upsert_many(&coll, &docs).batch_size(6).await.unwrap();
+    let r = coll.upsert_many(&docs).batch_size(6).await.unwrap();
     let indexes: Vec<usize> = r.failures.iter().map(|(i, _)| *i).collect();
     assert_eq!(indexes, vec![3, 5, 7]);
     assert!(matches!(
@@ -126,8 +125,9 @@ async fn bad_documents_are_reported_at_their_index_and_do_not_stop_the_rest() {
         e => panic!("expected ImmutableKeyChanged, got {e:?}"),
     }
     assert_eq!((r.inserted, r.updated, r.unchanged), (10, 0, 7));
-    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 20);
+    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 20);
     let stored = coll
+        .inner()
         .find_one(doc! { "slug": "post-00007" })
         .await
         .unwrap()
@@ -143,7 +143,7 @@ async fn bad_documents_are_reported_at_their_index_and_do_not_stop_the_rest() {
 async fn batches_that_start_with_the_insert_still_refuse_forks_and_skip_unchanged() {
     let (coll, commands) = posts("insert_first").await;
     let docs = corpus(40);
-    upsert_many(&coll, &docs[..20]).await.unwrap();
+    coll.upsert_many(&docs[..20]).await.unwrap();
 
     // 10 new posts, then — the next batch starting with its insert — a batch holding a
     // timestamp edit of a stored post (index 13), an unchanged stored post (index 15) and an
@@ -157,7 +157,7 @@ async fn batches_that_start_with_the_insert_still_refuse_forks_and_skip_unchange
     input.splice(15..15, [docs[4].clone()]);
     input.splice(17..17, [edited.clone()]);
     commands.reset();
-    let r = upsert_many(&coll, &input).batch_size(10).await.unwrap();
+    let r = coll.upsert_many(&input).batch_size(10).await.unwrap();
     assert_eq!(r.batches, 2);
     let indexes: Vec<usize> = r.failures.iter().map(|(i, _)| *i).collect();
     assert_eq!(indexes, vec![13]);
@@ -167,23 +167,23 @@ async fn batches_that_start_with_the_insert_still_refuse_forks_and_skip_unchange
         commands.sequence(),
         [
             "find",        // batch 1 reads: all new
-            "insert",      //   and inserts its 10
-            "listIndexes", // the identity index is there, so
+            "insert",      //   and inserts its 10; the handle holds the identity index, so
             "insert",      // batch 2 starts with its insert; the engine refuses 3 of 10,
             "find",        //   which are read back and decided:
-            "buildInfo",   //   (the engine's limits, once per call, before the first update)
             "update",      //   one edit; one fork refused; one unchanged
         ],
     );
 
-    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 37);
+    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 37);
     let stored = coll
+        .inner()
         .find_one(doc! { "_id": docs[3].id().unwrap().to_string() })
         .await
         .unwrap()
         .unwrap();
     assert_eq!(stored, docs[3], "the refused edit changed nothing");
     let stored = coll
+        .inner()
         .find_one(doc! { "_id": docs[5].id().unwrap().to_string() })
         .await
         .unwrap()
@@ -192,53 +192,26 @@ async fn batches_that_start_with_the_insert_still_refuse_forks_and_skip_unchange
 }
 
 #[tokio::test]
-async fn without_the_identity_index_every_batch_reads_first() {
-    let (db, commands) = support::database("no_index").await;
-    let coll = db.collection::<Post>("posts");
-    let docs = corpus(30);
-    let r = upsert_many(&coll, &docs[..20])
-        .batch_size(10)
-        .await
-        .unwrap();
-    assert_eq!(r.inserted, 20);
-    assert_eq!(
-        commands.sequence(),
-        ["find", "insert", "listIndexes", "find", "insert"],
-        "no index: no batch skips its read"
-    );
-
-    // So a timestamp edit is still caught by the read, even in a batch after new posts.
-    let mut input = docs[20..30].to_vec();
-    let mut fork = docs[2].clone();
-    fork.published_at -= 1;
-    input.push(fork);
-    let r = upsert_many(&coll, &input).batch_size(10).await.unwrap();
-    assert_eq!(r.inserted, 10);
-    let indexes: Vec<usize> = r.failures.iter().map(|(i, _)| *i).collect();
-    assert_eq!(indexes, vec![10]);
-    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 30);
-}
-
-#[tokio::test]
 async fn a_batch_with_hundreds_of_changed_documents_completes() {
     // FerretDB 1.x hangs on an `update` command of ~100 statements (each statement's query
     // holds one of its 100 SQLite connections until the command ends).
     let (coll, commands) = posts("many_changed").await;
     let mut docs = corpus(300);
-    upsert_many(&coll, &docs).await.unwrap();
+    coll.upsert_many(&docs).await.unwrap();
     for p in &mut docs {
         p.body.push_str(" (edited)");
     }
     commands.reset();
     let r = tokio::time::timeout(
         std::time::Duration::from_secs(60),
-        upsert_many(&coll, &docs).into_future(),
+        coll.upsert_many(&docs).into_future(),
     )
     .await
     .expect("the batch completes (no engine deadlock)")
     .unwrap();
     assert_eq!((r.updated, r.failures.len()), (300, 0), "{:?}", r.failures);
     let edited = coll
+        .inner()
         .count_documents(doc! { "body": { "$regex": "edited" } })
         .await
         .unwrap();
@@ -253,10 +226,10 @@ async fn a_batch_means_the_same_as_writing_one_after_another() {
         body: "second version".into(),
         ..a.clone()
     };
-    let r = upsert_many(&coll, [&a, &a, &edited]).await.unwrap();
+    let r = coll.upsert_many([&a, &a, &edited]).await.unwrap();
     assert_eq!((r.inserted, r.updated, r.unchanged), (1, 1, 1));
-    assert_eq!(coll.find_one(doc! {}).await.unwrap().unwrap(), edited);
-    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1);
+    assert_eq!(coll.inner().find_one(doc! {}).await.unwrap().unwrap(), edited);
+    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 1);
 }
 
 #[tokio::test]
@@ -270,7 +243,7 @@ async fn streaming_ingest_reports_progress_per_batch() {
         published_at: 1_600_000_000_000 + i,
         body: "x".repeat(100),
     }));
-    let r = upsert_stream(&coll, docs)
+    let r = coll.upsert_stream(docs)
         .batch_size(100)
         .on_progress(move |r| seen2.lock().unwrap().push(r.processed()))
         .await
@@ -279,7 +252,7 @@ async fn streaming_ingest_reports_progress_per_batch() {
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 20);
     assert_eq!(seen, (1..=20).map(|b| b * 100).collect::<Vec<u64>>());
-    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 2000);
+    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 2000);
 }
 
 #[tokio::test]
@@ -295,7 +268,7 @@ async fn racing_batches_over_overlapping_documents_converge() {
             mine.reverse();
         }
         tasks.push(tokio::spawn(async move {
-            upsert_many(&coll, mine).batch_size(64).await
+            coll.upsert_many(mine).batch_size(64).await
         }));
     }
     let mut inserted = 0;
@@ -308,7 +281,7 @@ async fn racing_batches_over_overlapping_documents_converge() {
         inserted, 400,
         "every document inserted exactly once across the writers"
     );
-    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 400);
+    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 400);
 }
 
 #[derive(RandomId, Serialize, Deserialize, Clone, Debug)]
@@ -324,8 +297,7 @@ struct Click {
 #[tokio::test]
 async fn events_in_batches_are_stored_once() {
     let (db, commands) = support::database("events").await;
-    let coll = db.collection::<Click>("clicks");
-    ensure_indexes(&coll).await.unwrap();
+    let coll = Collection::new(db.collection::<Click>("clicks")).await.unwrap();
     let clicks: Vec<Click> = (0..300)
         .map(|i| Click {
             id: Ulid::new(),
@@ -333,13 +305,13 @@ async fn events_in_batches_are_stored_once() {
             page: "/".into(),
         })
         .collect();
-    let r = insert_many(&coll, &clicks).batch_size(100).await.unwrap();
+    let r = coll.insert_many(&clicks).batch_size(100).await.unwrap();
     assert_eq!(
         (r.inserted, r.already_applied, r.failures.len()),
         (300, 0, 0)
     );
     commands.reset();
-    let r = insert_many(&coll, &clicks).batch_size(100).await.unwrap();
+    let r = coll.insert_many(&clicks).batch_size(100).await.unwrap();
     assert_eq!((r.inserted, r.already_applied), (0, 300));
     assert_eq!(commands.count("insert"), 3);
     // Rebuilt requests (new ids, same idempotency keys) are recognised too.
@@ -351,9 +323,9 @@ async fn events_in_batches_are_stored_once() {
             ..c.clone()
         })
         .collect();
-    let r = insert_many(&coll, &rebuilt).await.unwrap();
+    let r = coll.insert_many(&rebuilt).await.unwrap();
     assert_eq!(r.already_applied, 10);
-    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 300);
+    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 300);
 }
 
 #[tokio::test]
@@ -366,17 +338,17 @@ async fn large_documents_are_cut_into_batches_and_commands_that_fit() {
         ..p
     };
     let mut docs: Vec<Post> = corpus(40).into_iter().map(big).collect();
-    let r = upsert_many(&coll, &docs).await.unwrap();
+    let r = coll.upsert_many(&docs).await.unwrap();
     assert_eq!((r.inserted, r.failures.len()), (40, 0), "{:?}", r.failures);
     assert!(r.batches >= 2, "cut by bytes: {} batches", r.batches);
-    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 40);
+    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 40);
 
     // 12 MiB of changed documents: more than one `update` command.
     for p in docs.iter_mut().take(12) {
         p.body = "y".repeat(1 << 20);
     }
     commands.reset();
-    let r = upsert_many(&coll, &docs).await.unwrap();
+    let r = coll.upsert_many(&docs).await.unwrap();
     assert_eq!(
         (r.updated, r.unchanged, r.failures.len()),
         (12, 28, 0),
@@ -385,17 +357,17 @@ async fn large_documents_are_cut_into_batches_and_commands_that_fit() {
     );
     assert!(commands.count("update") >= 2, "{:?}", commands.sequence());
     let stored = coll
+        .inner()
         .find_one(doc! { "_id": docs[11].id().unwrap().to_string() })
         .await
         .unwrap()
         .unwrap();
     assert_eq!(stored, docs[11]);
-    let r = upsert_many(&coll, &docs).await.unwrap();
+    let r = coll.upsert_many(&docs).await.unwrap();
     assert_eq!(r.unchanged, 40);
 
     let (db, _) = support::database("big_events").await;
-    let clicks = db.collection::<Click>("clicks");
-    ensure_indexes(&clicks).await.unwrap();
+    let clicks = Collection::new(db.collection::<Click>("clicks")).await.unwrap();
     let events: Vec<Click> = (0..40)
         .map(|i| Click {
             id: Ulid::new(),
@@ -403,9 +375,9 @@ async fn large_documents_are_cut_into_batches_and_commands_that_fit() {
             page: "p".repeat(1 << 20),
         })
         .collect();
-    let r = insert_many(&clicks, &events).await.unwrap();
+    let r = clicks.insert_many(&events).await.unwrap();
     assert_eq!((r.inserted, r.failures.len()), (40, 0), "{:?}", r.failures);
     assert!(r.batches >= 2);
-    let r = insert_many(&clicks, &events).await.unwrap();
+    let r = clicks.insert_many(&events).await.unwrap();
     assert_eq!(r.already_applied, 40);
 }

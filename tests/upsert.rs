@@ -5,9 +5,8 @@ mod support;
 use std::collections::HashMap;
 
 use natural_key::bson::{doc, Document, RawDocumentBuf};
-use natural_key::mongodb::Collection;
 use natural_key::prelude::*;
-use natural_key::{ensure_indexes, Error, KeyError, HASH_FIELD, IDENTITY_FIELD};
+use natural_key::{Collection, Error, KeyError, HASH_FIELD, IDENTITY_FIELD};
 
 #[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
 struct Post {
@@ -40,15 +39,14 @@ fn post(slug: &str, body: &str) -> Post {
 
 async fn posts(test: &str) -> (Collection<Post>, support::Commands) {
     let (db, commands) = support::database(test).await;
-    let coll = db.collection::<Post>("posts");
-    ensure_indexes(&coll).await.unwrap();
+    let coll = Collection::new(db.collection::<Post>("posts")).await.unwrap();
     commands.reset();
     (coll, commands)
 }
 
 async fn raw(coll: &Collection<Post>, filter: Document) -> Vec<RawDocumentBuf> {
     use futures::TryStreamExt;
-    coll.clone_with_type::<RawDocumentBuf>()
+    coll.inner().clone_with_type::<RawDocumentBuf>()
         .find(filter)
         .await
         .unwrap()
@@ -62,12 +60,12 @@ async fn insert_then_unchanged_a_hundred_times() {
     let (coll, commands) = posts("unchanged").await;
     let p = post("hello", "first body");
     let id = p.id().unwrap();
-    assert_eq!(p.upsert(&coll).await.unwrap(), Outcome::Inserted(id));
+    assert_eq!(coll.upsert(&p).await.unwrap(), UpsertOutcome::Inserted(id));
     assert_eq!(commands.writes(), 1);
 
     commands.reset();
     for _ in 0..100 {
-        assert_eq!(p.upsert(&coll).await.unwrap(), Outcome::Unchanged(id));
+        assert_eq!(coll.upsert(&p).await.unwrap(), UpsertOutcome::Unchanged(id));
     }
     assert_eq!(
         commands.writes(),
@@ -75,9 +73,10 @@ async fn insert_then_unchanged_a_hundred_times() {
         "an unchanged document sends no write command"
     );
     assert_eq!(commands.count("find"), 100, "one read per upsert");
-    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1);
+    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 1);
 
     let stored = coll
+        .inner()
         .clone_with_type::<Document>()
         .find_one(doc! {})
         .await
@@ -94,6 +93,7 @@ async fn insert_then_unchanged_a_hundred_times() {
     );
     // The document reads back as the struct it was written from.
     let back: Post = coll
+        .inner()
         .find_one(doc! { "_id": id.to_string() })
         .await
         .unwrap()
@@ -106,22 +106,23 @@ async fn body_edit_updates_in_place() {
     let (coll, commands) = posts("body_edit").await;
     let p = post("edit-me", "v1");
     let id = p.id().unwrap();
-    p.upsert(&coll).await.unwrap();
+    coll.upsert(&p).await.unwrap();
     let edited = Post {
         body: "v2".into(),
         ..p.clone()
     };
     commands.reset();
-    assert_eq!(edited.upsert(&coll).await.unwrap(), Outcome::Updated(id));
+    assert_eq!(coll.upsert(&edited).await.unwrap(), UpsertOutcome::Updated(id));
     assert_eq!(commands.writes(), 1);
-    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1);
+    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 1);
     let back = coll
+        .inner()
         .find_one(doc! { "_id": id.to_string() })
         .await
         .unwrap()
         .unwrap();
     assert_eq!(back.body, "v2");
-    assert_eq!(edited.upsert(&coll).await.unwrap(), Outcome::Unchanged(id));
+    assert_eq!(coll.upsert(&edited).await.unwrap(), UpsertOutcome::Unchanged(id));
 }
 
 #[tokio::test]
@@ -129,7 +130,7 @@ async fn timestamp_edit_is_refused_and_writes_nothing() {
     let (coll, commands) = posts("ts_edit").await;
     let p = post("frozen", "body");
     let id = p.id().unwrap();
-    p.upsert(&coll).await.unwrap();
+    coll.upsert(&p).await.unwrap();
     let before = raw(&coll, doc! {}).await;
 
     let moved = Post {
@@ -138,7 +139,7 @@ async fn timestamp_edit_is_refused_and_writes_nothing() {
         ..p.clone()
     };
     commands.reset();
-    let err = moved.upsert(&coll).await.unwrap_err();
+    let err = coll.upsert(&moved).await.unwrap_err();
     match &err {
         Error::ImmutableKeyChanged {
             collection,
@@ -146,7 +147,7 @@ async fn timestamp_edit_is_refused_and_writes_nothing() {
             derived_id,
             key,
         } => {
-            assert_eq!(collection, &format!("{}.posts", coll.namespace().db));
+            assert_eq!(collection, &format!("{}.posts", coll.inner().namespace().db));
             assert_eq!(stored_id, &id.to_string());
             assert_eq!(*derived_id, moved.id().unwrap());
             assert_eq!(key, r#"slug="frozen", lang="en""#);
@@ -175,15 +176,15 @@ async fn timestamp_edit_is_refused_and_writes_nothing() {
 async fn skip_hash_field_change_alone_is_unchanged() {
     let (coll, commands) = posts("skip_hash").await;
     let p = post("volatile", "body");
-    p.upsert(&coll).await.unwrap();
+    coll.upsert(&p).await.unwrap();
     let refetched = Post {
         fetched_at: 99_999,
         ..p.clone()
     };
     commands.reset();
     assert!(matches!(
-        refetched.upsert(&coll).await.unwrap(),
-        Outcome::Unchanged(_)
+        coll.upsert(&refetched).await.unwrap(),
+        UpsertOutcome::Unchanged(_)
     ));
     assert_eq!(commands.writes(), 0);
 }
@@ -201,15 +202,15 @@ async fn hashmap_document_is_unchanged_from_a_fresh_process() {
     }
     if std::env::var("NK_CHILD_UPSERT").is_ok() {
         let (db, _) = support::database_existing("hashmap").await;
-        let coll = db.collection::<Post>("posts");
-        let outcome = tagged().upsert(&coll).await.unwrap();
+        let coll = Collection::new(db.collection::<Post>("posts")).await.unwrap();
+        let outcome = coll.upsert(&tagged()).await.unwrap();
         println!("CHILD-OUTCOME {}", outcome.as_str());
         return;
     }
     let (coll, _) = posts("hashmap").await;
     assert!(matches!(
-        tagged().upsert(&coll).await.unwrap(),
-        Outcome::Inserted(_)
+        coll.upsert(&tagged()).await.unwrap(),
+        UpsertOutcome::Inserted(_)
     ));
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
@@ -231,7 +232,7 @@ async fn hashmap_document_is_unchanged_from_a_fresh_process() {
         stdout.contains("CHILD-OUTCOME unchanged"),
         "child said: {stdout}"
     );
-    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1);
+    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 1);
 }
 
 #[tokio::test]
@@ -242,19 +243,19 @@ async fn eight_writers_racing_one_new_document() {
         let mut tasks = Vec::new();
         for _ in 0..8 {
             let (coll, p) = (coll.clone(), p.clone());
-            tasks.push(tokio::spawn(async move { p.upsert(&coll).await }));
+            tasks.push(tokio::spawn(async move { coll.upsert(&p).await }));
         }
         let mut inserted = 0;
         for t in tasks {
             match t.await.unwrap() {
-                Ok(Outcome::Inserted(_)) => inserted += 1,
-                Ok(Outcome::Unchanged(_) | Outcome::Updated(_)) => {}
+                Ok(UpsertOutcome::Inserted(_)) => inserted += 1,
+                Ok(UpsertOutcome::Unchanged(_) | UpsertOutcome::Updated(_)) => {}
                 other => panic!("writer failed: {other:?}"),
             }
         }
         assert_eq!(inserted, 1, "exactly one writer inserts");
         assert_eq!(
-            coll.count_documents(doc! { "slug": p.slug.clone() })
+            coll.inner().count_documents(doc! { "slug": p.slug.clone() })
                 .await
                 .unwrap(),
             1
@@ -274,13 +275,13 @@ async fn two_writers_racing_a_timestamp_fork() {
         };
         let (ca, cb) = (coll.clone(), coll.clone());
         let (ra, rb) = tokio::join!(
-            tokio::spawn(async move { a.upsert(&ca).await }),
-            tokio::spawn(async move { b.upsert(&cb).await })
+            tokio::spawn(async move { ca.upsert(&a).await }),
+            tokio::spawn(async move { cb.upsert(&b).await })
         );
         let results = [ra.unwrap(), rb.unwrap()];
         let ok = results
             .iter()
-            .filter(|r| matches!(r, Ok(Outcome::Inserted(_))))
+            .filter(|r| matches!(r, Ok(UpsertOutcome::Inserted(_))))
             .count();
         let refused = results
             .iter()
@@ -288,7 +289,7 @@ async fn two_writers_racing_a_timestamp_fork() {
             .count();
         assert_eq!((ok, refused), (1, 1), "round {round}: {results:?}");
         assert_eq!(
-            coll.count_documents(doc! { "slug": format!("forked-{round}") })
+            coll.inner().count_documents(doc! { "slug": format!("forked-{round}") })
                 .await
                 .unwrap(),
             1
@@ -300,7 +301,7 @@ async fn two_writers_racing_a_timestamp_fork() {
 async fn concurrent_edits_leave_a_consistent_document() {
     let (coll, _) = posts("race_edit").await;
     let base = post("busy", "v0");
-    base.upsert(&coll).await.unwrap();
+    coll.upsert(&base).await.unwrap();
     let mut tasks = Vec::new();
     for i in 0..8 {
         let (coll, p) = (
@@ -310,18 +311,19 @@ async fn concurrent_edits_leave_a_consistent_document() {
                 ..base.clone()
             },
         );
-        tasks.push(tokio::spawn(async move { p.upsert(&coll).await }));
+        tasks.push(tokio::spawn(async move { coll.upsert(&p).await }));
     }
     for t in tasks {
         let o = t.await.unwrap().unwrap();
         assert!(
-            matches!(o, Outcome::Updated(_) | Outcome::Unchanged(_)),
+            matches!(o, UpsertOutcome::Updated(_) | UpsertOutcome::Unchanged(_)),
             "{o:?}"
         );
     }
     // Whatever body won, the stored hash is the hash of the stored body: no torn write.
-    let stored: Post = coll.find_one(doc! {}).await.unwrap().unwrap();
+    let stored: Post = coll.inner().find_one(doc! {}).await.unwrap().unwrap();
     let raw = coll
+        .inner()
         .clone_with_type::<Document>()
         .find_one(doc! {})
         .await
@@ -331,7 +333,7 @@ async fn concurrent_edits_leave_a_consistent_document() {
         raw.get_str(HASH_FIELD).unwrap(),
         stored.content_hash().unwrap().to_string()
     );
-    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1);
+    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 1);
 }
 
 #[tokio::test]
@@ -339,7 +341,7 @@ async fn bad_input_fails_before_any_command() {
     let (coll, commands) = posts("bad_input").await;
     let nul = post("bad\0slug", "body");
     assert!(matches!(
-        nul.upsert(&coll).await,
+        coll.upsert(&nul).await,
         Err(Error::Key(KeyError::NulByte {
             field: "slug",
             position: 3
@@ -349,7 +351,7 @@ async fn bad_input_fails_before_any_command() {
         published_at: -5,
         ..post("early", "body")
     };
-    let err = early.upsert(&coll).await.unwrap_err();
+    let err = coll.upsert(&early).await.unwrap_err();
     assert!(
         matches!(
             err,
@@ -366,11 +368,11 @@ async fn bad_input_fails_before_any_command() {
         ..post("late", "body")
     };
     assert!(matches!(
-        late.upsert(&coll).await,
+        coll.upsert(&late).await,
         Err(Error::Key(KeyError::TimestampOutOfRange { .. }))
     ));
     assert_eq!(commands.total(), 0, "no command at all reached the server");
-    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 0);
+    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 0);
 }
 
 #[derive(NaturalKey, Serialize, Deserialize)]
@@ -386,13 +388,16 @@ struct Unserializable {
 #[tokio::test]
 async fn a_document_that_will_not_serialize_is_a_typed_error() {
     let (db, commands) = support::database("unserializable").await;
-    let coll = db.collection::<Unserializable>("things");
+    let coll = Collection::new(db.collection::<Unserializable>("things"))
+        .await
+        .unwrap();
+    commands.reset();
     let doc = Unserializable {
         name: "x".into(),
         at: 1,
         big: u64::MAX,
     };
-    let err = doc.upsert(&coll).await.unwrap_err();
+    let err = coll.upsert(&doc).await.unwrap_err();
     assert!(matches!(err, Error::Serialize { .. }), "{err:?}");
     assert!(err.to_string().contains("Unserializable"), "{err}");
     assert_eq!(commands.total(), 0);
@@ -403,17 +408,16 @@ async fn merge_keeps_foreign_fields_replace_removes_them() {
     let (coll, _) = posts("modes").await;
     let p = post("modes", "v1");
     let id = p.id().unwrap().to_string();
-    p.upsert(&coll).await.unwrap();
-    let rawc = coll.clone_with_type::<Document>();
+    coll.upsert(&p).await.unwrap();
+    let rawc = coll.inner().clone_with_type::<Document>();
     rawc.update_one(doc! { "_id": &id }, doc! { "$set": { "views": 7 } })
         .await
         .unwrap();
 
-    Post {
+    coll.upsert(&Post {
         body: "v2".into(),
         ..p.clone()
-    }
-    .upsert(&coll)
+    })
     .await
     .unwrap();
     let d = rawc.find_one(doc! { "_id": &id }).await.unwrap().unwrap();
@@ -423,15 +427,14 @@ async fn merge_keeps_foreign_fields_replace_removes_them() {
         "merge ($set) keeps fields written by other code"
     );
 
-    let o = Post {
+    let o = coll.upsert(&Post {
         body: "v3".into(),
         ..p.clone()
-    }
-    .upsert(&coll)
+    })
     .replace()
     .await
     .unwrap();
-    assert!(matches!(o, Outcome::Updated(_)));
+    assert!(matches!(o, UpsertOutcome::Updated(_)));
     let d = rawc.find_one(doc! { "_id": &id }).await.unwrap().unwrap();
     assert!(
         d.get("views").is_none(),
@@ -450,28 +453,29 @@ async fn adopts_a_document_written_by_other_code_with_the_same_id() {
     let p = post("legacy", "from go");
     let id = p.id().unwrap().to_string();
     // What a Go service following the same recipe wrote: same _id, no natural-key fields.
-    coll.clone_with_type::<Document>()
+    coll.inner().clone_with_type::<Document>()
         .insert_one(doc! { "_id": &id, "slug": "legacy", "lang": "en", "body": "old" })
         .await
         .unwrap();
     assert!(matches!(
-        p.upsert(&coll).await.unwrap(),
-        Outcome::Updated(_)
+        coll.upsert(&p).await.unwrap(),
+        UpsertOutcome::Updated(_)
     ));
     assert!(matches!(
-        p.upsert(&coll).await.unwrap(),
-        Outcome::Unchanged(_)
+        coll.upsert(&p).await.unwrap(),
+        UpsertOutcome::Unchanged(_)
     ));
-    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 1);
+    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 1);
 }
 
 #[tokio::test]
 async fn the_identity_index_refuses_a_fork_written_around_the_library() {
     let (coll, _) = posts("index").await;
     let p = post("indexed", "body");
-    p.upsert(&coll).await.unwrap();
+    coll.upsert(&p).await.unwrap();
     let fork = doc! { "_id": "01ARZ3NDEKTSV4RRFFQ69G5FAV", IDENTITY_FIELD: p.identity().unwrap().to_string() };
     let err = coll
+        .inner()
         .clone_with_type::<Document>()
         .insert_one(fork)
         .await
@@ -503,16 +507,15 @@ struct Payment {
 #[tokio::test]
 async fn random_id_events_are_stored_once() {
     let (db, commands) = support::database("events").await;
-    let clicks = db.collection::<Click>("clicks");
-    ensure_indexes(&clicks).await.unwrap();
+    let clicks = Collection::new(db.collection::<Click>("clicks")).await.unwrap();
     let c = Click {
         id: Ulid::new(),
         page: "/".into(),
     };
-    assert_eq!(c.insert(&clicks).await.unwrap(), Outcome::Inserted(c.id));
+    assert_eq!(clicks.insert(&c).await.unwrap(), InsertOutcome::Inserted(c.id));
     assert_eq!(
-        c.insert(&clicks).await.unwrap(),
-        Outcome::AlreadyApplied(c.id)
+        clicks.insert(&c).await.unwrap(),
+        InsertOutcome::AlreadyApplied(c.id)
     );
     // Identical content, new event: it sits beside the first.
     let again = Click {
@@ -520,22 +523,21 @@ async fn random_id_events_are_stored_once() {
         page: "/".into(),
     };
     assert_eq!(
-        again.insert(&clicks).await.unwrap(),
-        Outcome::Inserted(again.id)
+        clicks.insert(&again).await.unwrap(),
+        InsertOutcome::Inserted(again.id)
     );
-    assert_eq!(clicks.count_documents(doc! {}).await.unwrap(), 2);
+    assert_eq!(clicks.inner().count_documents(doc! {}).await.unwrap(), 2);
     assert!(commands.count("insert") >= 3);
 
-    let payments = db.collection::<Payment>("payments");
-    ensure_indexes(&payments).await.unwrap();
+    let payments = Collection::new(db.collection::<Payment>("payments")).await.unwrap();
     let first = Payment {
         id: Ulid::new(),
         request_id: "req-1".into(),
         amount_cents: 100,
     };
     assert_eq!(
-        first.insert(&payments).await.unwrap(),
-        Outcome::Inserted(first.id)
+        payments.insert(&first).await.unwrap(),
+        InsertOutcome::Inserted(first.id)
     );
     // The client lost the reply and rebuilt the request with a new id but the same key.
     let retry = Payment {
@@ -543,17 +545,17 @@ async fn random_id_events_are_stored_once() {
         ..first.clone()
     };
     assert_eq!(
-        retry.insert(&payments).await.unwrap(),
-        Outcome::AlreadyApplied(first.id)
+        payments.insert(&retry).await.unwrap(),
+        InsertOutcome::AlreadyApplied(first.id)
     );
-    assert_eq!(payments.count_documents(doc! {}).await.unwrap(), 1);
+    assert_eq!(payments.inner().count_documents(doc! {}).await.unwrap(), 1);
     let nul = Payment {
         id: Ulid::new(),
         request_id: "a\0".into(),
         amount_cents: 1,
     };
     assert!(matches!(
-        nul.insert(&payments).await,
+        payments.insert(&nul).await,
         Err(Error::Key(KeyError::NulByte { .. }))
     ));
 }
@@ -578,17 +580,15 @@ async fn a_stopped_engine_is_a_transient_error_and_nothing_is_half_written() {
 
     let commands = support::Commands::default();
     let client = support::client_for(&uri, &commands).await;
-    let coll = client.database("nk_stop").collection::<Post>("posts");
-    ensure_indexes(&coll).await.unwrap();
+    let coll = Collection::new(client.database("nk_stop").collection::<Post>("posts")).await.unwrap();
     let p = post("survivor", "v1");
-    p.upsert(&coll).await.unwrap();
+    coll.upsert(&p).await.unwrap();
 
     support::db_down(&env);
-    let err = Post {
+    let err = coll.upsert(&Post {
         body: "v2".into(),
         ..p.clone()
-    }
-    .upsert(&coll)
+    })
     .await
     .unwrap_err();
     assert!(
@@ -605,7 +605,7 @@ async fn a_stopped_engine_is_a_transient_error_and_nothing_is_half_written() {
     support::db_up(&["--data", &data_s], &env_port);
     let back: Vec<Post> = {
         use futures::TryStreamExt;
-        coll.find(doc! {})
+        coll.inner().find(doc! {})
             .await
             .unwrap()
             .try_collect()
@@ -614,8 +614,8 @@ async fn a_stopped_engine_is_a_transient_error_and_nothing_is_half_written() {
     };
     assert_eq!(back, vec![p.clone()]);
     assert!(matches!(
-        p.upsert(&coll).await.unwrap(),
-        Outcome::Unchanged(_)
+        coll.upsert(&p).await.unwrap(),
+        UpsertOutcome::Unchanged(_)
     ));
     support::db_down(&env);
     let _ = std::fs::remove_dir_all(&state);
@@ -647,8 +647,8 @@ async fn upserts_emit_a_span_with_collection_id_and_outcome() {
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
     let p = post("traced", "body");
-    p.upsert(&coll).await.unwrap();
-    p.upsert(&coll).await.unwrap();
+    coll.upsert(&p).await.unwrap();
+    coll.upsert(&p).await.unwrap();
     let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     let spans: Vec<&str> = text
         .lines()
@@ -656,7 +656,7 @@ async fn upserts_emit_a_span_with_collection_id_and_outcome() {
         .collect();
     assert_eq!(spans.len(), 2, "{text}");
     let id = p.id().unwrap().to_string();
-    let ns = coll.namespace().to_string();
+    let ns = coll.inner().namespace().to_string();
     for (line, outcome) in spans.iter().zip(["inserted", "unchanged"]) {
         assert!(line.contains(&format!("collection={ns}")), "{line}");
         assert!(line.contains(&format!("id={id}")), "{line}");

@@ -87,20 +87,15 @@ impl<T: Send + Sync> Collection<T> {
     pub fn is_sharded(&self) -> bool {
         self.target.sharded
     }
-
-    /// `database.collection`.
-    pub fn namespace(&self) -> &str {
-        &self.target.namespace
-    }
 }
 
 impl<T: DeserializeOwned + Send + Sync> Collection<T> {
     /// The stored document with this id, read from the primary.
     pub async fn get(&self, id: Ulid) -> Result<Option<T>, Error> {
-        self.find_one(doc! { "_id": id.to_string() }).await
+        self.read_one(doc! { "_id": id.to_string() }).await
     }
 
-    async fn find_one(&self, filter: Document) -> Result<Option<T>, Error> {
+    async fn read_one(&self, filter: Document) -> Result<Option<T>, Error> {
         let filter = RawDocumentBuf::from_document(&filter).map_err(Error::serialize::<T>)?;
         let found: Vec<Document> = op::find(&self.target, filter, None, None)
             .await
@@ -122,7 +117,7 @@ impl<T: NaturalKey + DeserializeOwned + Send + Sync> Collection<T> {
     /// the primary: finds it even when `doc`'s timestamp key differs from the stored one.
     pub async fn find_by_key(&self, doc: &T) -> Result<Option<T>, Error> {
         let identity = doc.identity()?.to_string();
-        self.find_one(doc! { IDENTITY_FIELD: identity }).await
+        self.read_one(doc! { IDENTITY_FIELD: identity }).await
     }
 }
 
@@ -209,10 +204,14 @@ where
 /// How a unique index covers only documents that carry the field, so a collection holding
 /// documents written by other code (without it) can be adopted: MongoDB counts a missing
 /// field as null, and a plain unique index admits only one such document.
+///
+/// Sparse first: for a one-field index it means the same as a partial `{$exists: true}` on
+/// MongoDB, and more engines honour it (DocumentDB before 5.0 and Cosmos DB have no partial
+/// indexes; mongo-java-server 1.47 accepts a partial filter but does not apply it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Coverage {
-    Partial,
     Sparse,
+    Partial,
     /// For engines that let any number of documents lack a uniquely indexed field (FerretDB
     /// 1.x) and accept neither option.
     Plain,
@@ -269,13 +268,13 @@ async fn ensure_index(t: &Target, spec: &IndexSpec) -> Result<(), Error> {
             collection: t.namespace.clone(),
             name: spec.name.to_string(),
             found: describe(ix),
-            wanted: index_spec(spec, Coverage::Partial).to_string(),
+            wanted: index_spec(spec, Coverage::Sparse).to_string(),
         });
     }
     if existing.iter().any(|ix| serves(ix, spec)) {
         return Ok(());
     }
-    let mut coverages = vec![Coverage::Partial, Coverage::Sparse];
+    let mut coverages = vec![Coverage::Sparse, Coverage::Partial];
     if t.deployment.missing_field_is_absent_in_unique_indexes() {
         coverages.push(Coverage::Plain);
     }

@@ -40,8 +40,10 @@ pub struct Limits {
     pub max_document_bytes: usize,
     /// Most bytes of documents or statements in one `insert`/`update` command.
     pub max_command_bytes: usize,
-    /// Most statements in one `update` command (and documents in one `insert`).
+    /// Most statements in one `update` command.
     pub max_statements: usize,
+    /// Most documents in one `insert` command (`hello.maxWriteBatchSize`).
+    pub max_documents: usize,
 }
 
 const MIB: usize = 1024 * 1024;
@@ -55,6 +57,7 @@ impl Limits {
         max_document_bytes: 16 * MIB,
         max_command_bytes: 8 * MIB,
         max_statements: 16,
+        max_documents: 1000,
     };
 
     /// MongoDB's own: half the 16 MiB command limit for the payload, 10,000 statements
@@ -63,6 +66,7 @@ impl Limits {
         max_document_bytes: 16 * MIB,
         max_command_bytes: 8 * MIB,
         max_statements: 10_000,
+        max_documents: 100_000,
     };
 }
 
@@ -194,6 +198,7 @@ mod tests {
             }
         );
         assert_eq!(d.limits().max_statements, 16);
+        assert_eq!(d.limits().max_documents, 100_000);
         assert!(!d.is_sharded());
 
         let mongo = op::BuildInfo {
@@ -223,5 +228,6 @@ mod tests {
         assert_eq!(d.limits().max_document_bytes, 1000);
         assert_eq!(d.limits().max_command_bytes, 500);
         assert_eq!(d.limits().max_statements, 5);
+        assert_eq!(d.limits().max_documents, 5);
     }
 }

@@ -33,7 +33,7 @@ pub(crate) async fn insert_batch(
         }
         let (by_id, by_key) = read(t, events, &duplicates, session.as_deref_mut()).await?;
         pending.clear();
-        for k in duplicates {
+        for (k, unnamed) in duplicates {
             let p = events[k];
             let stored = if by_id.contains(&p.id.to_string()) {
                 Some(p.id)
@@ -45,6 +45,16 @@ pub(crate) async fn insert_batch(
             };
             match stored {
                 Some(id) => results[k] = Some(Ok(InsertOutcome::AlreadyApplied(id))),
+                // Refused by an unnamed index, and neither its id nor its key is stored: the
+                // index is the user's.
+                None if unnamed.is_some() => {
+                    results[k] = Some(Err(Error::UniqueIndexViolation {
+                        collection: t.namespace.clone(),
+                        id: p.id,
+                        index: "(an index the engine did not name)".into(),
+                        key: unnamed.unwrap_or_default(),
+                    }))
+                }
                 // Refused as a duplicate yet not found: deleted in between. Insert again.
                 None => pending.push(k),
             }
@@ -66,25 +76,26 @@ pub(crate) async fn insert_batch(
 }
 
 /// Sends the pending events; settles the inserted and the refused-for-good, and returns the
-/// ones refused as duplicates of `_id` or of the idempotency key.
+/// ones refused as duplicates — of `_id` or of the idempotency key, or of an index the engine
+/// did not name (with its message).
 async fn send(
     t: &Target,
     events: &[&PreparedEvent],
     pending: &[usize],
     results: &mut [Option<Result<InsertOutcome, Error>>],
     mut session: Session<'_>,
-) -> Result<Vec<usize>, Error> {
+) -> Result<Vec<(usize, Option<String>)>, Error> {
     let limits = t.deployment.limits();
     let mut duplicates = Vec::new();
     let sizes = pending.iter().map(|&k| events[k].body.as_bytes().len());
-    for chunk in op::chunks(sizes, limits.max_command_bytes, limits.max_statements) {
+    for chunk in op::chunks(sizes, limits.max_command_bytes, limits.max_documents) {
         let sent = &pending[chunk];
         let docs: Vec<&RawDocumentBuf> = sent.iter().map(|&k| &events[k].body).collect();
         let reply = match op::insert(t, &docs, session.as_deref_mut()).await {
             Ok(reply) => reply,
             Err(e) if server_code(&e) == Some(op::write::DUPLICATE_KEY_CODE) => {
                 // Refused without saying which: the read decides each.
-                duplicates.extend_from_slice(sent);
+                duplicates.extend(sent.iter().map(|&k| (k, None)));
                 continue;
             }
             Err(e) => return Err(classify(e)),
@@ -107,7 +118,11 @@ async fn send(
             results[k] = match refusals.remove(&i) {
                 None => Some(Ok(InsertOutcome::Inserted(id))),
                 Some(Refusal::Ours) => {
-                    duplicates.push(k);
+                    duplicates.push((k, None));
+                    None
+                }
+                Some(Refusal::Unnamed { message }) => {
+                    duplicates.push((k, Some(message)));
                     None
                 }
                 Some(Refusal::UserIndex { index, key }) => Some(Err(Error::UniqueIndexViolation {
@@ -132,12 +147,12 @@ async fn send(
 async fn read(
     t: &Target,
     events: &[&PreparedEvent],
-    duplicates: &[usize],
+    duplicates: &[(usize, Option<String>)],
     session: Session<'_>,
 ) -> Result<(HashSet<String>, HashMap<String, Ulid>), Error> {
     let mut ids = RawArrayBuf::new();
     let mut keys = RawArrayBuf::new();
-    for &k in duplicates {
+    for &(k, _) in duplicates {
         ids.push(events[k].id.to_string());
         if let Some(key) = &events[k].idempotency_key {
             keys.push(key.as_str());

@@ -29,7 +29,7 @@ use crate::key::{self, WriteKey};
 /// assert_eq!(edited.id()?, id);
 /// # Ok::<(), natural_key::Error>(())
 /// ```
-pub trait NaturalKey: WriteKey + Serialize {
+pub trait NaturalKey: WriteKey + Indexes + Serialize {
     /// The `#[key(timestamp)]` field in Unix ms, range-checked.
     #[doc(hidden)]
     fn __timestamp_ms(&self) -> Result<u64, KeyError>;
@@ -83,7 +83,7 @@ pub trait NaturalKey: WriteKey + Serialize {
 /// let click = Click { id: natural_key::Ulid::new(), page: "/".into() };
 /// assert_eq!(RandomId::id(&click), click.id); // a retry of this value reuses the id
 /// ```
-pub trait RandomId: Serialize {
+pub trait RandomId: Indexes + Serialize {
     /// The id carried by the value (its `#[id]` field).
     fn id(&self) -> Ulid;
 

@@ -45,7 +45,16 @@ struct Rounds<'p> {
     /// An engine refused a statement of a multi-statement command without saying which:
     /// from now on each statement travels alone.
     one_by_one: bool,
+    /// What the read showed when each item's `update` statement was planned.
+    planned: Vec<Option<View>>,
+    /// An item's statement was refused as a duplicate of an unnamed index, planned from this
+    /// view, with this message. If the next read shows the same view, nothing of ours was in
+    /// the way: it is one of the user's unique indexes.
+    suspect: Vec<Option<(View, String)>>,
 }
+
+/// The stored `_id` and hash under an identity (`None`: nothing stored).
+type View = Option<(Bson, Option<Bson>)>;
 
 /// One statement or document to send for item `item`.
 struct Outgoing {
@@ -68,6 +77,8 @@ pub(crate) async fn upsert_batch(
         sent: vec![None; items.len()],
         pending: (0..items.len()).collect(),
         one_by_one: false,
+        planned: vec![None; items.len()],
+        suspect: vec![None; items.len()],
     };
     for round in 0..MAX_ROUNDS {
         if r.pending.is_empty() {
@@ -137,6 +148,16 @@ fn plan(
     for &i in &r.pending {
         let p = r.items[i];
         let found = stored.get(&p.identity);
+        let seen: View = found.map(|d| (d.id.clone(), d.hash.clone()));
+        if let Some((_, message)) = r.suspect[i].take().filter(|(v, _)| *v == seen) {
+            r.results[i] = Some(Err(Error::UniqueIndexViolation {
+                collection: job.t.namespace.clone(),
+                id: p.id,
+                index: "(an index the engine did not name)".into(),
+                key: message,
+            }));
+            continue;
+        }
         let view = found.map(|d| Stored {
             id: &d.id,
             hash: d.hash.as_ref(),
@@ -174,6 +195,7 @@ fn plan(
                 }
             };
         let doc = statement(job, p, stored_hash, token)?;
+        r.planned[i] = Some(seen);
         updates.push(Outgoing {
             item: i,
             insert,
@@ -270,6 +292,17 @@ impl Rounds<'_> {
                 self.sent[i] = Some(sent);
                 self.pending.push(i);
             }
+            // An insert refused here may have met a same-`_id` document without identity: the
+            // next round's upsert by `_id` adopts it. A refused statement is suspect.
+            Refusal::Unnamed { message } => {
+                if matches!(sent, Sent::Uncertain { .. }) {
+                    if let Some(view) = self.planned[i].take() {
+                        self.suspect[i] = Some((view, message));
+                    }
+                }
+                self.sent[i] = Some(sent);
+                self.pending.push(i);
+            }
             Refusal::UserIndex { index, key } => {
                 self.results[i] = Some(Err(Error::UniqueIndexViolation {
                     collection: t.namespace.clone(),
@@ -308,7 +341,7 @@ async fn send_inserts(
     let max = if r.one_by_one {
         1
     } else {
-        limits.max_statements
+        limits.max_documents
     };
     for chunk in op::chunks(
         inserts.iter().map(|s| s.doc.as_bytes().len()),

@@ -53,6 +53,9 @@ pub(crate) enum Refusal {
     Ours,
     /// A duplicate on one of the user's own unique indexes: permanent.
     UserIndex { index: String, key: String },
+    /// A duplicate the engine did not attribute to an index (FerretDB 1.x names none): taken
+    /// as ours until a read shows that nothing of ours was in the way (see `upsert`).
+    Unnamed { message: String },
     /// Anything else the server refused (a value the engine cannot store, validation, ...).
     Other { code: i32, message: String },
 }
@@ -76,8 +79,8 @@ impl WriteErrorEntry {
 
 /// Sorts a server refusal. Duplicates are told apart by the key pattern the server reports
 /// (MongoDB 4.2+, mongo-java-server) or, where an engine omits it, by the index named in the
-/// message (`... index: email_1 dup key: { email: "a" }`). A duplicate that names neither
-/// counts as ours: the next read decides, and the rounds are bounded.
+/// message (`... index: email_1 dup key: { email: "a" }`); one that names neither is
+/// [`Refusal::Unnamed`].
 pub(crate) fn refusal(
     code: i32,
     message: &str,
@@ -97,19 +100,21 @@ pub(crate) fn refusal(
     let key_in_message = message
         .split_once("dup key: ")
         .map(|(_, rest)| rest.trim().to_string());
-    let ours = match (key_pattern, index_in_message) {
-        (Some(p), _) => p.len() == 1 && p.keys().all(|k| OUR_FIELDS.contains(&k.as_str())),
-        (None, Some(name)) => OUR_INDEXES.contains(&name),
-        (None, None) => true,
+    let (ours, index) = match (key_pattern, index_in_message) {
+        (Some(p), name) => (
+            p.len() == 1 && p.keys().all(|k| OUR_FIELDS.contains(&k.as_str())),
+            name.map_or_else(|| p.to_string(), str::to_string),
+        ),
+        (None, Some(name)) => (OUR_INDEXES.contains(&name), name.to_string()),
+        (None, None) => {
+            return Refusal::Unnamed {
+                message: message.to_string(),
+            }
+        }
     };
     if ours {
         return Refusal::Ours;
     }
-    let index = match (index_in_message, key_pattern) {
-        (Some(name), _) => name.to_string(),
-        (None, Some(p)) => p.to_string(),
-        (None, None) => unreachable!("a refusal with neither pattern nor index name is ours"),
-    };
     let key = match (key_value, key_in_message) {
         (Some(v), _) => v.to_string(),
         (None, Some(k)) => k,
@@ -227,7 +232,14 @@ mod tests {
             refusal(11000, "", Some(&doc! {"_id": 1, "email": 1}), None),
             Refusal::UserIndex { .. }
         ));
-        assert_eq!(refusal(11000, "E11000", None, None), Refusal::Ours);
+        // FerretDB 1.x names no index.
+        let msg = "E11000 duplicate key error collection: db.users";
+        assert_eq!(
+            refusal(11000, msg, None, None),
+            Refusal::Unnamed {
+                message: msg.into()
+            }
+        );
         assert_eq!(
             refusal(2, "bad", None, None),
             Refusal::Other {
