@@ -17,8 +17,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use natural_key::prelude::*;
-use natural_key::{ensure_indexes, upsert_stream};
-use support::{env_usize, peak_rss_kib, plain_client, rss_kib};
+use support::{drop_collection, env_usize, peak_rss_kib, plain_client, rss_kib};
 
 #[derive(NaturalKey, Serialize, Deserialize)]
 struct Reading {
@@ -57,8 +56,8 @@ fn child(n: u64) {
             .await
             .database("nk_bench_stream")
             .collection::<Reading>(&format!("readings_{n}"));
-        coll.drop().await.unwrap();
-        ensure_indexes(&coll).await.unwrap();
+        drop_collection(&coll).await;
+        let readings = natural_key::Collection::new(coll).await.unwrap();
         let bson_size = natural_key::bson::to_vec(&reading(n / 2)).unwrap().len();
         let rss_start = rss_kib().unwrap_or(0);
         let total_batches = n.div_ceil(batch as u64).max(1);
@@ -66,7 +65,8 @@ fn child(n: u64) {
         let mut samples: Vec<(u64, u64)> = Vec::new();
         let t = Instant::now();
         let docs = futures::stream::iter((0..n).map(reading));
-        let report = upsert_stream(&coll, docs)
+        let report = readings
+            .upsert_stream(docs)
             .batch_size(batch)
             .on_progress(|r| {
                 if r.batches % every == 0 {
@@ -97,7 +97,7 @@ fn child(n: u64) {
             samples.join(",")
         );
         // Leave the engine small for whoever runs next.
-        coll.drop().await.unwrap();
+        readings.inner().drop().await.unwrap();
     });
 }
 

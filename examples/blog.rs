@@ -15,9 +15,9 @@ mod common;
 use std::path::Path;
 
 use natural_key::bson::{doc, DateTime};
-use natural_key::mongodb::{options::ClientOptions, Client, Collection};
+use natural_key::mongodb::{options::ClientOptions, Client};
 use natural_key::prelude::*;
-use natural_key::{ensure_indexes, upsert_stream, Error, RetryPolicy};
+use natural_key::{Collection, Error, RetryPolicy};
 
 /// A blog post: identified by slug and language, ordered by its publication instant.
 #[derive(NaturalKey, Serialize, Deserialize, Clone, Debug)]
@@ -133,8 +133,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         db.drop().await?;
         println!("dropped database natural_key_blog");
     }
-    let posts: Collection<Post> = db.collection("posts");
-    ensure_indexes(&posts).await?;
+    // Opening the handle creates the indexes and learns the deployment, once.
+    let posts = Collection::<Post>::open(&db, "posts").await?;
 
     // 1. Ingest the shipped corpus, post by post, with retries.
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/blog/posts");
@@ -143,11 +143,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut rows = Vec::new();
     let (mut inserted, mut updated, mut unchanged) = (0, 0, 0);
     for post in &corpus {
-        let outcome = post.upsert(&posts).retry(RetryPolicy::default()).await?;
+        let outcome = posts.upsert(post).retry(RetryPolicy::default()).await?;
         match outcome {
-            Outcome::Inserted(_) => inserted += 1,
-            Outcome::Updated(_) => updated += 1,
-            _ => unchanged += 1,
+            UpsertOutcome::Inserted(_) => inserted += 1,
+            UpsertOutcome::Updated(_) => updated += 1,
+            UpsertOutcome::Unchanged(_) => unchanged += 1,
         }
         rows.push((
             outcome.as_str().to_string(),
@@ -171,7 +171,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )?);
         let stream = futures::stream::iter((0..synthetic_n).map(synthetic));
         let progress = bar.clone();
-        let report = upsert_stream(&posts, stream)
+        let report = posts
+            .upsert_stream(stream)
             .batch_size(1000)
             .retry(RetryPolicy::default())
             .on_progress(move |r| progress.set_position(r.processed()))
@@ -189,10 +190,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 3. On a scratch copy: a body edit is an update; a published_at edit is refused.
     println!("\n== edits, on a scratch copy (posts_scratch)");
-    let scratch: Collection<Post> = db.collection("posts_scratch");
-    scratch.drop().await?;
-    ensure_indexes(&scratch).await?;
-    natural_key::upsert_many(&scratch, &corpus).await?;
+    common::drop_collection(&db.collection::<Post>("posts_scratch")).await?;
+    // Same client: reuse the deployment the first handle detected.
+    let scratch = Collection::<Post>::open(&db, "posts_scratch")
+        .deployment(posts.deployment().clone())
+        .await?;
+    scratch.upsert_many(&corpus).await?;
 
     let mut edited = corpus[0].clone();
     edited.body.push_str("\n\n(Edited: a typo fixed.)");
@@ -200,12 +203,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "  body edit of {}/{}: {}",
         edited.lang,
         edited.slug,
-        edited.upsert(&scratch).await?
+        scratch.upsert(&edited).await?
     );
 
     let mut moved = corpus[1].clone();
     moved.published_at = DateTime::from_millis(moved.published_at.timestamp_millis() + 86_400_000);
-    match moved.upsert(&scratch).await {
+    match scratch.upsert(&moved).await {
         Err(e @ Error::ImmutableKeyChanged { .. }) => println!(
             "  published_at edit of {}/{}: refused:\n    {e}",
             moved.lang, moved.slug
@@ -216,15 +219,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             )
         }
     }
-    let stored = scratch
-        .find_one(doc! { "_id": corpus[1].id()?.to_string() })
-        .await?
-        .ok_or("post vanished")?;
+    let stored = scratch.get(corpus[1].id()?).await?.ok_or("post vanished")?;
     assert_eq!(stored.published_at, corpus[1].published_at);
     println!(
         "  the stored post still has published_at {}; documents in posts_scratch: {}",
         stored.published_at.try_to_rfc3339_string()?,
-        scratch.count_documents(doc! {}).await?
+        scratch.inner().count_documents(doc! {}).await?
     );
     println!("\nRun it again: every post reports `unchanged`.");
     Ok(())

@@ -12,9 +12,9 @@
 mod common;
 
 use natural_key::bson::doc;
-use natural_key::mongodb::{options::ClientOptions, Client, Collection};
+use natural_key::mongodb::{options::ClientOptions, Client};
 use natural_key::prelude::*;
-use natural_key::{ensure_indexes, insert_many, RetryPolicy};
+use natural_key::RetryPolicy;
 
 /// Two identical clicks are two clicks: the id is random, created once with the value.
 #[derive(RandomId, Serialize, Deserialize, Clone, Debug)]
@@ -31,9 +31,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut opts = ClientOptions::parse(common::mongodb_uri()?).await?;
     opts.retry_writes = Some(false);
     let client = Client::with_options(opts)?;
-    let clicks: Collection<Click> = client.database("natural_key_events").collection("clicks");
-    clicks.drop().await?;
-    ensure_indexes(&clicks).await?;
+    let db = client.database("natural_key_events");
+    common::drop_collection(&db.collection::<Click>("clicks")).await?;
+    // Opening the handle creates the indexes and learns the deployment, once.
+    let clicks = natural_key::Collection::<Click>::open(&db, "clicks").await?;
 
     let pages = ["/", "/pricing", "/docs", "/blog/hello-world"];
     let batch: Vec<Click> = (0..1000)
@@ -44,7 +45,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
 
-    let first = insert_many(&clicks, &batch)
+    let first = clicks
+        .insert_many(&batch)
         .retry(RetryPolicy::default())
         .await?;
     println!(
@@ -53,7 +55,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     // The acknowledgement was lost; the client sends the same events again.
-    let again = insert_many(&clicks, &batch)
+    let again = clicks
+        .insert_many(&batch)
         .retry(RetryPolicy::default())
         .await?;
     println!(
@@ -64,7 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let one = &batch[0];
     println!(
         "single retry of one click: {}",
-        one.insert(&clicks).retry(RetryPolicy::default()).await?
+        clicks.insert(one).retry(RetryPolicy::default()).await?
     );
 
     // An identical-looking click is a new event: it sits beside the others.
@@ -72,9 +75,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         id: Ulid::new(),
         ..one.clone()
     };
-    println!("identical content, new id: {}", twin.insert(&clicks).await?);
+    println!("identical content, new id: {}", clicks.insert(&twin).await?);
 
-    let stored = clicks.count_documents(doc! {}).await?;
+    let stored = clicks.inner().count_documents(doc! {}).await?;
     println!("stored clicks: {stored} (1000 sent twice, plus one new event)");
     assert_eq!(stored, 1001);
     Ok(())

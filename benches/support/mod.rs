@@ -11,7 +11,7 @@ use natural_key::bson::Bson;
 use natural_key::mongodb::event::command::CommandEvent;
 use natural_key::mongodb::event::EventHandler;
 use natural_key::mongodb::options::ClientOptions;
-use natural_key::mongodb::Client;
+use natural_key::mongodb::{Client, Collection};
 
 /// `cargo bench` passes `--bench`; anything else (`cargo test --benches`, a bare run) gets a
 /// quick exit instead of a multi-minute database run.
@@ -61,6 +61,25 @@ async fn options(uri: &str) -> ClientOptions {
     opts.retry_writes = Some(false);
     opts.server_selection_timeout = Some(Duration::from_secs(5));
     opts
+}
+
+/// Drops `coll`, which may not exist. Engines differ on a missing collection: MongoDB and
+/// FerretDB succeed, mongo-java-server answers with an error that has no `code`. So a failed
+/// drop is ignored only when the collection is indeed absent afterwards.
+pub async fn drop_collection<T: Send + Sync>(coll: &Collection<T>) {
+    if let Err(e) = coll.drop().await {
+        let ns = coll.namespace();
+        let names = coll
+            .client()
+            .database(&ns.db)
+            .list_collection_names()
+            .await
+            .unwrap_or_else(|l| panic!("drop {ns} failed ({e}); listCollections too: {l}"));
+        assert!(
+            !names.contains(&ns.coll),
+            "drop {ns} failed and the collection is still there: {e}"
+        );
+    }
 }
 
 /// A client without command monitoring: what the timed runs use.

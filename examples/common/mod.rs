@@ -3,6 +3,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use natural_key::mongodb::Collection;
+
 /// `MONGODB_URI` if set; otherwise start (building once) the embedded FerretDB with
 /// `scripts/db up` and use the URI it prints last.
 pub fn mongodb_uri() -> Result<String, Box<dyn std::error::Error>> {
@@ -30,4 +32,25 @@ pub fn mongodb_uri() -> Result<String, Box<dyn std::error::Error>> {
         .to_string();
     eprintln!("using {uri}");
     Ok(uri)
+}
+
+/// Drops `coll`, which may not exist yet. MongoDB and FerretDB accept dropping a missing
+/// collection; mongo-java-server answers with an error (without a `code`), so a failed drop is
+/// ignored when, and only when, the collection is not there.
+pub async fn drop_collection<T: Send + Sync>(
+    coll: &Collection<T>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let Err(e) = coll.drop().await else {
+        return Ok(());
+    };
+    let ns = coll.namespace();
+    let names = coll
+        .client()
+        .database(&ns.db)
+        .list_collection_names()
+        .await?;
+    if names.contains(&ns.coll) {
+        return Err(e.into());
+    }
+    Ok(())
 }
