@@ -9,6 +9,7 @@ use std::time::Duration;
 use natural_key::mongodb::event::command::CommandEvent;
 use natural_key::mongodb::event::EventHandler;
 use natural_key::mongodb::options::ClientOptions;
+use natural_key::bson::Document;
 use natural_key::mongodb::{Client, Database};
 
 pub mod proxy;
@@ -63,11 +64,22 @@ pub fn db_down(env: &[(&str, &str)]) {
     );
 }
 
-/// Records the commands a client sends, by name (`find`, `update`, `insert`, ...), in order.
+/// Records the commands a client sends, by name (`find`, `update`, `insert`, ...), in order,
+/// with each command document as it went on the wire.
 #[derive(Clone, Default)]
-pub struct Commands(Arc<Mutex<Vec<String>>>);
+pub struct Commands(Arc<Mutex<Vec<String>>>, Arc<Mutex<Vec<Document>>>);
 
 impl Commands {
+    /// The command documents sent so far named `name`, in order.
+    pub fn documents(&self, name: &str) -> Vec<Document> {
+        self.1
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|d| d.keys().next().map(String::as_str) == Some(name))
+            .cloned()
+            .collect()
+    }
     pub fn count(&self, name: &str) -> usize {
         self.0.lock().unwrap().iter().filter(|n| *n == name).count()
     }
@@ -88,19 +100,26 @@ impl Commands {
     }
     pub fn reset(&self) {
         self.0.lock().unwrap().clear();
+        self.1.lock().unwrap().clear();
     }
 }
 
 pub async fn client_for(uri: &str, commands: &Commands) -> Client {
-    let mut opts = ClientOptions::parse(uri).await.expect("parse MONGODB_URI");
+    let opts = ClientOptions::parse(uri).await.expect("parse MONGODB_URI");
+    client_with(opts, commands)
+}
+
+/// A client from `opts` (as the tests configure every client) that records its commands.
+pub fn client_with(mut opts: ClientOptions, commands: &Commands) -> Client {
     // The engines we target have no retryable writes; a real MongoDB must behave the same here.
     opts.retry_writes = Some(false);
     opts.server_selection_timeout = Some(Duration::from_secs(3));
     opts.connect_timeout = Some(Duration::from_secs(3));
-    let counter = commands.0.clone();
+    let (names, docs) = (commands.0.clone(), commands.1.clone());
     opts.command_event_handler = Some(EventHandler::callback(move |ev: CommandEvent| {
         if let CommandEvent::Started(s) = ev {
-            counter.lock().unwrap().push(s.command_name);
+            names.lock().unwrap().push(s.command_name);
+            docs.lock().unwrap().push(s.command);
         }
     }));
     Client::with_options(opts).expect("client")
@@ -118,9 +137,13 @@ pub async fn database(test: &str) -> (Database, Commands) {
 pub async fn database_existing(test: &str) -> (Database, Commands) {
     let commands = Commands::default();
     let client = client_for(&uri(), &commands).await;
-    // Latin, short, unique per test binary and test.
+    (client.database(&database_name(test)), commands)
+}
+
+/// The database name of a test: latin, short, unique per test binary and test.
+pub fn database_name(test: &str) -> String {
     let exe = std::env::current_exe().unwrap();
     let stem = exe.file_name().unwrap().to_string_lossy();
     let bin = stem.split('-').next().unwrap();
-    (client.database(&format!("nk_{bin}_{test}")), commands)
+    format!("nk_{bin}_{test}")
 }

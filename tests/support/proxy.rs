@@ -149,6 +149,9 @@ struct Shared {
     /// splitmix64 state.
     rng: Mutex<u64>,
     stats: Mutex<Stats>,
+    /// Hold every write command forever: never forwarded, never answered, the connection left
+    /// open — what a client sees of a stalled engine or a half-open TCP connection.
+    stall: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -211,6 +214,7 @@ impl Proxy {
             faults: Mutex::new(faults),
             rng: Mutex::new(seed),
             stats: Mutex::new(Stats::default()),
+            stall: Default::default(),
         });
         let accept = tokio::spawn(accept_loop(listener, shared.clone()));
         Proxy {
@@ -231,6 +235,13 @@ impl Proxy {
             "mongodb://{}/?retryWrites=false&directConnection=true",
             self.addr
         )
+    }
+
+    /// While on, every write command is held forever (see `Shared::stall`).
+    pub fn set_stall(&self, on: bool) {
+        self.shared
+            .stall
+            .store(on, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Changes the faults for write commands arriving from now on (the PRNG stream goes on).
@@ -364,6 +375,9 @@ async fn client_to_upstream(
         };
         let header = Header::of(&msg);
         let name = command_name(&msg);
+        if is_write(&name) && shared.stall.load(std::sync::atomic::Ordering::SeqCst) {
+            return std::future::pending().await;
+        }
         let fault = shared.on_request(&name);
         if fault == Fault::DropRequest {
             return End::Fault;
