@@ -33,7 +33,9 @@ fn corpus(n: usize) -> Vec<Post> {
 
 async fn posts(test: &str) -> (Collection<Post>, support::Commands) {
     let (db, commands) = support::database(test).await;
-    let coll = Collection::new(db.collection::<Post>("posts")).await.unwrap();
+    let coll = Collection::new(db.collection::<Post>("posts"))
+        .await
+        .unwrap();
     commands.reset();
     (coll, commands)
 }
@@ -77,7 +79,8 @@ async fn ingest_reingest_and_one_percent_changed_in_constant_round_trips() {
         p.body.push_str(" (edited)");
     }
     commands.reset();
-    let r = coll.upsert_many(changed.iter())
+    let r = coll
+        .upsert_many(changed.iter())
         .batch_size(250)
         .await
         .unwrap();
@@ -166,11 +169,11 @@ async fn batches_that_start_with_the_insert_still_refuse_forks_and_skip_unchange
     assert_eq!(
         commands.sequence(),
         [
-            "find",        // batch 1 reads: all new
-            "insert",      //   and inserts its 10; the handle holds the identity index, so
-            "insert",      // batch 2 starts with its insert; the engine refuses 3 of 10,
-            "find",        //   which are read back and decided:
-            "update",      //   one edit; one fork refused; one unchanged
+            "find",   // batch 1 reads: all new
+            "insert", //   and inserts its 10; the handle holds the identity index, so
+            "insert", // batch 2 starts with its insert; the engine refuses 3 of 10,
+            "find",   //   which are read back and decided:
+            "update", //   one edit; one fork refused; one unchanged
         ],
     );
 
@@ -228,7 +231,10 @@ async fn a_batch_means_the_same_as_writing_one_after_another() {
     };
     let r = coll.upsert_many([&a, &a, &edited]).await.unwrap();
     assert_eq!((r.inserted, r.updated, r.unchanged), (1, 1, 1));
-    assert_eq!(coll.inner().find_one(doc! {}).await.unwrap().unwrap(), edited);
+    assert_eq!(
+        coll.inner().find_one(doc! {}).await.unwrap().unwrap(),
+        edited
+    );
     assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 1);
 }
 
@@ -243,7 +249,8 @@ async fn streaming_ingest_reports_progress_per_batch() {
         published_at: 1_600_000_000_000 + i,
         body: "x".repeat(100),
     }));
-    let r = coll.upsert_stream(docs)
+    let r = coll
+        .upsert_stream(docs)
         .batch_size(100)
         .on_progress(move |r| seen2.lock().unwrap().push(r.processed()))
         .await
@@ -297,7 +304,9 @@ struct Click {
 #[tokio::test]
 async fn events_in_batches_are_stored_once() {
     let (db, commands) = support::database("events").await;
-    let coll = Collection::new(db.collection::<Click>("clicks")).await.unwrap();
+    let coll = Collection::new(db.collection::<Click>("clicks"))
+        .await
+        .unwrap();
     let clicks: Vec<Click> = (0..300)
         .map(|i| Click {
             id: Ulid::new(),
@@ -367,7 +376,9 @@ async fn large_documents_are_cut_into_batches_and_commands_that_fit() {
     assert_eq!(r.unchanged, 40);
 
     let (db, _) = support::database("big_events").await;
-    let clicks = Collection::new(db.collection::<Click>("clicks")).await.unwrap();
+    let clicks = Collection::new(db.collection::<Click>("clicks"))
+        .await
+        .unwrap();
     let events: Vec<Click> = (0..40)
         .map(|i| Click {
             id: Ulid::new(),

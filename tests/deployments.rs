@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use natural_key::bson::{doc, Document};
 use natural_key::mongodb::options::{
-    ClientOptions, CollectionOptions, IndexOptions, ReadPreference, SelectionCriteria,
-    WriteConcern,
+    ClientOptions, CollectionOptions, IndexOptions, ReadPreference, SelectionCriteria, WriteConcern,
 };
 use natural_key::mongodb::IndexModel;
 use natural_key::prelude::*;
@@ -65,7 +64,10 @@ async fn a_violated_user_unique_index_is_permanent_and_named() {
     let (db, commands) = support::database("user_index").await;
     let accounts = Collection::<Account>::open(&db, "accounts").await.unwrap();
     unique_email(&accounts).await;
-    accounts.upsert(&account("ann", "a@example.com")).await.unwrap();
+    accounts
+        .upsert(&account("ann", "a@example.com"))
+        .await
+        .unwrap();
 
     commands.reset();
     let err = accounts
@@ -122,12 +124,12 @@ async fn a_violated_user_unique_index_is_permanent_and_named() {
         .retry(RetryPolicy::default())
         .await
         .unwrap_err();
-    assert!(
-        matches!(err, Error::UniqueIndexViolation { .. }),
-        "{err:?}"
-    );
+    assert!(matches!(err, Error::UniqueIndexViolation { .. }), "{err:?}");
     let r = signups.insert_many([&second]).await.unwrap();
-    assert!(matches!(r.failures[..], [(0, Error::UniqueIndexViolation { .. })]));
+    assert!(matches!(
+        r.failures[..],
+        [(0, Error::UniqueIndexViolation { .. })]
+    ));
     assert_eq!(signups.inner().count_documents(doc! {}).await.unwrap(), 1);
 }
 
@@ -147,7 +149,10 @@ struct Page {
 async fn optional_fields_left_out_are_unset_in_every_mode() {
     let (db, _) = support::database("optional").await;
     let pages = Collection::<Page>::open(&db, "pages").await.unwrap();
-    for (k, mode) in [WriteMode::Merge, WriteMode::Replace].into_iter().enumerate() {
+    for (k, mode) in [WriteMode::Merge, WriteMode::Replace]
+        .into_iter()
+        .enumerate()
+    {
         let with = Page {
             slug: format!("p{k}"),
             at: 1_700_000_000_000,
@@ -164,13 +169,23 @@ async fn optional_fields_left_out_are_unset_in_every_mode() {
         pages
             .inner()
             .clone_with_type::<Document>()
-            .update_one(doc! { "_id": id.to_string() }, doc! { "$set": { "views": 7 } })
+            .update_one(
+                doc! { "_id": id.to_string() },
+                doc! { "$set": { "views": 7 } },
+            )
             .await
             .unwrap();
         let o = pages.upsert(&without).mode(mode).await.unwrap();
         assert_eq!(o, UpsertOutcome::Updated(id), "{mode:?}");
-        assert_eq!(pages.get(id).await.unwrap(), Some(without.clone()), "{mode:?}");
-        assert_eq!(pages.find_by_key(&without).await.unwrap(), Some(without.clone()));
+        assert_eq!(
+            pages.get(id).await.unwrap(),
+            Some(without.clone()),
+            "{mode:?}"
+        );
+        assert_eq!(
+            pages.find_by_key(&without).await.unwrap(),
+            Some(without.clone())
+        );
         let stored = pages
             .inner()
             .clone_with_type::<Document>()
@@ -189,7 +204,11 @@ async fn optional_fields_left_out_are_unset_in_every_mode() {
         assert_eq!(r.updated, 1);
         let r = pages.upsert_many([&without]).mode(mode).await.unwrap();
         assert_eq!(r.updated, 1);
-        assert_eq!(pages.get(id).await.unwrap(), Some(without), "{mode:?} batch");
+        assert_eq!(
+            pages.get(id).await.unwrap(),
+            Some(without),
+            "{mode:?} batch"
+        );
     }
 }
 
@@ -229,12 +248,18 @@ async fn an_index_of_our_name_with_other_options_is_reported() {
     raw.create_index(
         IndexModel::builder()
             .keys(doc! { natural_key::IDENTITY_FIELD: 1 })
-            .options(IndexOptions::builder().name("nk_identity".to_string()).build())
+            .options(
+                IndexOptions::builder()
+                    .name("nk_identity".to_string())
+                    .build(),
+            )
             .build(),
     )
     .await
     .unwrap();
-    let err = Collection::<Account>::open(&db, "accounts").await.unwrap_err();
+    let err = Collection::<Account>::open(&db, "accounts")
+        .await
+        .unwrap_err();
     let Error::IndexConflict { name, .. } = &err else {
         panic!("expected IndexConflict, got {err:?}");
     };
@@ -249,7 +274,11 @@ async fn every_kind_of_write(accounts: &Collection<Account>, signups: &Collectio
     accounts.upsert(&a).await.unwrap();
     accounts.upsert(&a).await.unwrap();
     accounts.upsert(&account("wire-a", "a2@w")).await.unwrap();
-    let batch = [account("wire-a", "a3@w"), account("wire-b", "b@w"), account("wire-c", "c@w")];
+    let batch = [
+        account("wire-a", "a3@w"),
+        account("wire-b", "b@w"),
+        account("wire-c", "c@w"),
+    ];
     accounts.upsert_many(&batch).await.unwrap();
     accounts.upsert_many(&batch).await.unwrap();
     let s = Signup {
@@ -317,7 +346,11 @@ async fn every_write_carries_the_collections_write_concern() {
         .w(natural_key::mongodb::options::Acknowledgment::Majority)
         .journal(true)
         .build();
-    let opts = || CollectionOptions::builder().write_concern(wc.clone()).build();
+    let opts = || {
+        CollectionOptions::builder()
+            .write_concern(wc.clone())
+            .build()
+    };
     let accounts = Collection::new(db.collection_with_options::<Account>("accounts", opts()))
         .await
         .unwrap();
@@ -333,7 +366,9 @@ async fn every_write_carries_the_collections_write_concern() {
     assert!(writes.len() >= 4, "{:?}", commands.sequence());
     assert!(!commands.documents("update").is_empty());
     for w in &writes {
-        let got = w.get_document("writeConcern").unwrap_or_else(|_| panic!("no writeConcern: {w}"));
+        let got = w
+            .get_document("writeConcern")
+            .unwrap_or_else(|_| panic!("no writeConcern: {w}"));
         assert_eq!(got.get_str("w").ok(), Some("majority"), "{w}");
         assert_eq!(got.get_bool("j").ok(), Some(true), "{w}");
     }
@@ -371,7 +406,11 @@ async fn a_session_given_to_a_call_carries_every_command() {
         .collect();
     assert!(sent.len() >= 6, "{:?}", commands.sequence());
     for c in &sent {
-        assert_eq!(c.get_document("lsid").ok(), Some(&lsid), "not in the session: {c}");
+        assert_eq!(
+            c.get_document("lsid").ok(),
+            Some(&lsid),
+            "not in the session: {c}"
+        );
     }
 }
 
@@ -441,7 +480,10 @@ async fn an_oversized_document_fails_alone_before_it_is_sent() {
     events[7].email = "y".repeat(limit + 1);
     let r = signups.insert_many(&events).await.unwrap();
     assert_eq!(r.inserted, 9);
-    assert!(matches!(r.failures[..], [(7, Error::DocumentTooLarge { .. })]));
+    assert!(matches!(
+        r.failures[..],
+        [(7, Error::DocumentTooLarge { .. })]
+    ));
     assert_eq!(accounts.inner().count_documents(doc! {}).await.unwrap(), 9);
 }
 

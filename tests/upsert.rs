@@ -39,14 +39,17 @@ fn post(slug: &str, body: &str) -> Post {
 
 async fn posts(test: &str) -> (Collection<Post>, support::Commands) {
     let (db, commands) = support::database(test).await;
-    let coll = Collection::new(db.collection::<Post>("posts")).await.unwrap();
+    let coll = Collection::new(db.collection::<Post>("posts"))
+        .await
+        .unwrap();
     commands.reset();
     (coll, commands)
 }
 
 async fn raw(coll: &Collection<Post>, filter: Document) -> Vec<RawDocumentBuf> {
     use futures::TryStreamExt;
-    coll.inner().clone_with_type::<RawDocumentBuf>()
+    coll.inner()
+        .clone_with_type::<RawDocumentBuf>()
         .find(filter)
         .await
         .unwrap()
@@ -112,7 +115,10 @@ async fn body_edit_updates_in_place() {
         ..p.clone()
     };
     commands.reset();
-    assert_eq!(coll.upsert(&edited).await.unwrap(), UpsertOutcome::Updated(id));
+    assert_eq!(
+        coll.upsert(&edited).await.unwrap(),
+        UpsertOutcome::Updated(id)
+    );
     assert_eq!(commands.writes(), 1);
     assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 1);
     let back = coll
@@ -122,7 +128,10 @@ async fn body_edit_updates_in_place() {
         .unwrap()
         .unwrap();
     assert_eq!(back.body, "v2");
-    assert_eq!(coll.upsert(&edited).await.unwrap(), UpsertOutcome::Unchanged(id));
+    assert_eq!(
+        coll.upsert(&edited).await.unwrap(),
+        UpsertOutcome::Unchanged(id)
+    );
 }
 
 #[tokio::test]
@@ -147,7 +156,10 @@ async fn timestamp_edit_is_refused_and_writes_nothing() {
             derived_id,
             key,
         } => {
-            assert_eq!(collection, &format!("{}.posts", coll.inner().namespace().db));
+            assert_eq!(
+                collection,
+                &format!("{}.posts", coll.inner().namespace().db)
+            );
             assert_eq!(stored_id, &id.to_string());
             assert_eq!(*derived_id, moved.id().unwrap());
             assert_eq!(key, r#"slug="frozen", lang="en""#);
@@ -202,7 +214,9 @@ async fn hashmap_document_is_unchanged_from_a_fresh_process() {
     }
     if std::env::var("NK_CHILD_UPSERT").is_ok() {
         let (db, _) = support::database_existing("hashmap").await;
-        let coll = Collection::new(db.collection::<Post>("posts")).await.unwrap();
+        let coll = Collection::new(db.collection::<Post>("posts"))
+            .await
+            .unwrap();
         let outcome = coll.upsert(&tagged()).await.unwrap();
         println!("CHILD-OUTCOME {}", outcome.as_str());
         return;
@@ -255,7 +269,8 @@ async fn eight_writers_racing_one_new_document() {
         }
         assert_eq!(inserted, 1, "exactly one writer inserts");
         assert_eq!(
-            coll.inner().count_documents(doc! { "slug": p.slug.clone() })
+            coll.inner()
+                .count_documents(doc! { "slug": p.slug.clone() })
                 .await
                 .unwrap(),
             1
@@ -289,7 +304,8 @@ async fn two_writers_racing_a_timestamp_fork() {
             .count();
         assert_eq!((ok, refused), (1, 1), "round {round}: {results:?}");
         assert_eq!(
-            coll.inner().count_documents(doc! { "slug": format!("forked-{round}") })
+            coll.inner()
+                .count_documents(doc! { "slug": format!("forked-{round}") })
                 .await
                 .unwrap(),
             1
@@ -427,13 +443,14 @@ async fn merge_keeps_foreign_fields_replace_removes_them() {
         "merge ($set) keeps fields written by other code"
     );
 
-    let o = coll.upsert(&Post {
-        body: "v3".into(),
-        ..p.clone()
-    })
-    .replace()
-    .await
-    .unwrap();
+    let o = coll
+        .upsert(&Post {
+            body: "v3".into(),
+            ..p.clone()
+        })
+        .replace()
+        .await
+        .unwrap();
     assert!(matches!(o, UpsertOutcome::Updated(_)));
     let d = rawc.find_one(doc! { "_id": &id }).await.unwrap().unwrap();
     assert!(
@@ -453,7 +470,8 @@ async fn adopts_a_document_written_by_other_code_with_the_same_id() {
     let p = post("legacy", "from go");
     let id = p.id().unwrap().to_string();
     // What a Go service following the same recipe wrote: same _id, no natural-key fields.
-    coll.inner().clone_with_type::<Document>()
+    coll.inner()
+        .clone_with_type::<Document>()
         .insert_one(doc! { "_id": &id, "slug": "legacy", "lang": "en", "body": "old" })
         .await
         .unwrap();
@@ -507,12 +525,17 @@ struct Payment {
 #[tokio::test]
 async fn random_id_events_are_stored_once() {
     let (db, commands) = support::database("events").await;
-    let clicks = Collection::new(db.collection::<Click>("clicks")).await.unwrap();
+    let clicks = Collection::new(db.collection::<Click>("clicks"))
+        .await
+        .unwrap();
     let c = Click {
         id: Ulid::new(),
         page: "/".into(),
     };
-    assert_eq!(clicks.insert(&c).await.unwrap(), InsertOutcome::Inserted(c.id));
+    assert_eq!(
+        clicks.insert(&c).await.unwrap(),
+        InsertOutcome::Inserted(c.id)
+    );
     assert_eq!(
         clicks.insert(&c).await.unwrap(),
         InsertOutcome::AlreadyApplied(c.id)
@@ -529,7 +552,9 @@ async fn random_id_events_are_stored_once() {
     assert_eq!(clicks.inner().count_documents(doc! {}).await.unwrap(), 2);
     assert!(commands.count("insert") >= 3);
 
-    let payments = Collection::new(db.collection::<Payment>("payments")).await.unwrap();
+    let payments = Collection::new(db.collection::<Payment>("payments"))
+        .await
+        .unwrap();
     let first = Payment {
         id: Ulid::new(),
         request_id: "req-1".into(),
@@ -580,17 +605,20 @@ async fn a_stopped_engine_is_a_transient_error_and_nothing_is_half_written() {
 
     let commands = support::Commands::default();
     let client = support::client_for(&uri, &commands).await;
-    let coll = Collection::new(client.database("nk_stop").collection::<Post>("posts")).await.unwrap();
+    let coll = Collection::new(client.database("nk_stop").collection::<Post>("posts"))
+        .await
+        .unwrap();
     let p = post("survivor", "v1");
     coll.upsert(&p).await.unwrap();
 
     support::db_down(&env);
-    let err = coll.upsert(&Post {
-        body: "v2".into(),
-        ..p.clone()
-    })
-    .await
-    .unwrap_err();
+    let err = coll
+        .upsert(&Post {
+            body: "v2".into(),
+            ..p.clone()
+        })
+        .await
+        .unwrap_err();
     assert!(
         err.is_transient(),
         "a stopped engine must be transient, got {err:?}"
@@ -605,7 +633,8 @@ async fn a_stopped_engine_is_a_transient_error_and_nothing_is_half_written() {
     support::db_up(&["--data", &data_s], &env_port);
     let back: Vec<Post> = {
         use futures::TryStreamExt;
-        coll.inner().find(doc! {})
+        coll.inner()
+            .find(doc! {})
             .await
             .unwrap()
             .try_collect()

@@ -99,20 +99,18 @@ mod tests {
             token: "t1".into(),
             insert,
         };
+        let (u_ins, u_upd, refused) = (uncertain(true), uncertain(false), Sent::Refused);
         let at = |id, hash, token| Some(Stored { id, hash, token });
         let d = |stored, sent| decide(id(), ID, "h1", stored, sent);
 
         // Nothing stored.
         assert_eq!(d(None, None), Action::Insert);
-        assert_eq!(d(None, Some(&Sent::Refused)), Action::UpsertById);
-        assert_eq!(d(None, Some(&uncertain(false))), Action::UpsertById);
+        assert_eq!(d(None, Some(&refused)), Action::UpsertById);
+        assert_eq!(d(None, Some(&u_upd)), Action::UpsertById);
         // Stored under another id: a fork, whatever else holds.
-        for sent in [None, Some(Sent::Refused), Some(uncertain(true))] {
-            assert_eq!(
-                d(at(&other_id, Some(&ours), None), sent.as_ref()),
-                Action::Fork
-            );
-            assert_eq!(d(at(&other_id, None, None), sent.as_ref()), Action::Fork);
+        for sent in [None, Some(&refused), Some(&u_ins)] {
+            assert_eq!(d(at(&other_id, Some(&ours), None), sent), Action::Fork);
+            assert_eq!(d(at(&other_id, None, None), sent), Action::Fork);
         }
         // A non-string `_id` is not ours.
         assert_eq!(
@@ -125,26 +123,20 @@ mod tests {
             Action::Done(UpsertOutcome::Unchanged(id()))
         );
         assert_eq!(
-            d(at(&our_id, Some(&ours), Some("t1")), Some(&uncertain(true))),
+            d(at(&our_id, Some(&ours), Some("t1")), Some(&u_ins)),
             Action::Done(UpsertOutcome::Inserted(id()))
         );
         assert_eq!(
-            d(
-                at(&our_id, Some(&ours), Some("t1")),
-                Some(&uncertain(false))
-            ),
+            d(at(&our_id, Some(&ours), Some("t1")), Some(&u_upd)),
             Action::Done(UpsertOutcome::Updated(id()))
         );
         // Another writer's token: they stored our content.
         assert_eq!(
-            d(
-                at(&our_id, Some(&ours), Some("t0")),
-                Some(&uncertain(false))
-            ),
+            d(at(&our_id, Some(&ours), Some("t0")), Some(&u_upd)),
             Action::Done(UpsertOutcome::Unchanged(id()))
         );
         assert_eq!(
-            d(at(&our_id, Some(&ours), Some("t1")), Some(&Sent::Refused)),
+            d(at(&our_id, Some(&ours), Some("t1")), Some(&refused)),
             Action::Done(UpsertOutcome::Unchanged(id()))
         );
         // Other content stored (or none, or a non-string hash): update if still that one.
@@ -155,7 +147,7 @@ mod tests {
             }
         );
         assert_eq!(
-            d(at(&our_id, None, None), Some(&uncertain(true))),
+            d(at(&our_id, None, None), Some(&u_ins)),
             Action::Update { stored_hash: None }
         );
         let odd = Bson::Int32(5);
@@ -165,5 +157,220 @@ mod tests {
                 stored_hash: Some(&odd)
             }
         );
+    }
+}
+
+/// The decision against a reference model: a tiny in-memory engine with a unique `_id` and a
+/// unique identity, several writers whose rounds interleave (another writer's write may land
+/// between a writer's read and its write), and random sequences of upserts, edits and forks.
+/// The model says what each upsert must report and what must be stored at the end: for each
+/// identity, the `_id` of its first write and the content of its last successful one.
+#[cfg(test)]
+mod model {
+    use std::collections::HashMap;
+
+    use bson::Bson;
+    use proptest::prelude::*;
+    use ulid::Ulid;
+
+    use super::{decide, Action, Sent, Stored};
+    use crate::outcome::UpsertOutcome;
+
+    #[derive(Debug, Clone)]
+    struct Doc {
+        id: String,
+        identity: u8,
+        hash: String,
+        token: Option<String>,
+    }
+
+    /// The engine: documents by `_id`; inserts refused on a duplicate `_id` or identity.
+    #[derive(Default)]
+    struct Engine {
+        docs: HashMap<String, Doc>,
+    }
+
+    impl Engine {
+        fn by_identity(&self, identity: u8) -> Option<&Doc> {
+            self.docs.values().find(|d| d.identity == identity)
+        }
+        fn insert(&mut self, d: Doc) -> bool {
+            if self.docs.contains_key(&d.id) || self.by_identity(d.identity).is_some() {
+                return false;
+            }
+            self.docs.insert(d.id.clone(), d);
+            true
+        }
+        /// An upserting update by `_id` (and the hash, when given): `Err` on a duplicate.
+        fn update(&mut self, d: Doc, expected: Option<Option<&str>>) -> Result<bool, ()> {
+            match self.docs.get(&d.id) {
+                Some(stored) => {
+                    let matches = expected.is_none_or(|h| Some(stored.hash.as_str()) == h);
+                    if matches {
+                        self.docs.insert(d.id.clone(), d);
+                        Ok(false)
+                    } else {
+                        Err(()) // the upsert's insert collides on `_id`
+                    }
+                }
+                None if self.by_identity(d.identity).is_some() => Err(()),
+                None => {
+                    self.docs.insert(d.id.clone(), d);
+                    Ok(true)
+                }
+            }
+        }
+    }
+
+    /// One write: identity, timestamp variant (a different one forks), content.
+    #[derive(Debug, Clone)]
+    struct Write {
+        identity: u8,
+        ts: u8,
+        content: u8,
+        /// Another writer's write that lands between this one's read and its write.
+        interleaved: Option<(u8, u8)>,
+    }
+
+    fn id_of(identity: u8, ts: u8) -> String {
+        format!("id-{identity}-{ts}")
+    }
+
+    fn ulid(id: &str) -> Ulid {
+        // Stable per test id; only equality matters here.
+        let n = id
+            .bytes()
+            .fold(0u128, |a, b| a.wrapping_mul(131).wrapping_add(b as u128));
+        Ulid(n)
+    }
+
+    /// Runs one upsert through `decide` against the engine, like `upsert::upsert_batch` does
+    /// for a batch of one, calling `interfere` once between the first read and write.
+    fn upsert(
+        e: &mut Engine,
+        identity: u8,
+        ts: u8,
+        content: u8,
+        mut interfere: impl FnMut(&mut Engine),
+    ) -> Result<UpsertOutcome, &'static str> {
+        let (id, hash) = (id_of(identity, ts), format!("h{content}"));
+        let mut sent: Option<Sent> = None;
+        for round in 0..super::super::upsert::MAX_ROUNDS {
+            let stored = e.by_identity(identity).cloned();
+            let idb = stored.as_ref().map(|d| Bson::String(d.id.clone()));
+            let hb = stored.as_ref().map(|d| Bson::String(d.hash.clone()));
+            let view = stored.as_ref().map(|d| Stored {
+                id: idb.as_ref().unwrap(),
+                hash: hb.as_ref(),
+                token: d.token.as_deref(),
+            });
+            let action = decide(ulid(&id), &id, &hash, view, sent.as_ref());
+            // Another writer between this read and this write; a decision that writes nothing
+            // takes effect at the read, before it.
+            let writes = !matches!(action, Action::Done(_) | Action::Fork);
+            if round == 0 && writes {
+                interfere(e);
+            }
+            // Unique per command, as the real token (a fresh ULID) is.
+            static TOKENS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let token = format!(
+                "t{}",
+                TOKENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            );
+            let doc = Doc {
+                id: id.clone(),
+                identity,
+                hash: hash.clone(),
+                token: Some(token.clone()),
+            };
+            match action {
+                Action::Done(o) => return Ok(o),
+                Action::Fork => return Err("fork"),
+                Action::Insert => {
+                    if e.insert(Doc { token: None, ..doc }) {
+                        return Ok(UpsertOutcome::Inserted(ulid(&id)));
+                    }
+                    sent = Some(Sent::Refused);
+                }
+                Action::UpsertById | Action::Update { .. } => {
+                    let expected = match &action {
+                        Action::Update { stored_hash } => {
+                            Some(stored_hash.and_then(|h| h.as_str()))
+                        }
+                        _ => None,
+                    };
+                    let insert = matches!(action, Action::UpsertById);
+                    match e.update(doc, expected) {
+                        Ok(true) => return Ok(UpsertOutcome::Inserted(ulid(&id))),
+                        Ok(false) => return Ok(UpsertOutcome::Updated(ulid(&id))),
+                        Err(()) => sent = Some(Sent::Uncertain { token, insert }),
+                    }
+                }
+            }
+        }
+        Err("contention")
+    }
+
+    fn write() -> impl Strategy<Value = Write> {
+        (
+            0u8..3,
+            0u8..2,
+            0u8..3,
+            proptest::option::of((0u8..3, 0u8..3)),
+        )
+            .prop_map(|(identity, ts, content, interleaved)| Write {
+                identity,
+                ts,
+                content,
+                interleaved,
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn outcomes_and_final_state_match_the_model(writes in proptest::collection::vec(write(), 1..40)) {
+            let mut engine = Engine::default();
+            // The model: per identity, the timestamp of its first write and its content.
+            let mut model: HashMap<u8, (u8, u8)> = HashMap::new();
+            for w in &writes {
+                let interleaved = w.interleaved;
+                let mut other: Option<Result<UpsertOutcome, &str>> = None;
+                let mut other_model = model.clone();
+                let got = upsert(&mut engine, w.identity, w.ts, w.content, |e| {
+                    // The other writer writes the same identity under the stored (or our)
+                    // timestamp, with its own content.
+                    if let Some((_, content)) = interleaved {
+                        let ts = other_model.get(&w.identity).map_or(w.ts, |m| m.0);
+                        let r = upsert(e, w.identity, ts, content, |_| {});
+                        if r.is_ok() {
+                            other_model.insert(w.identity, (ts, content));
+                        }
+                        other = Some(r);
+                    }
+                });
+                if let Some(r) = other {
+                    prop_assert!(r.is_ok(), "the interleaved writer never forks: {r:?}");
+                    model = other_model;
+                }
+                let expected = match model.get(&w.identity) {
+                    None => Ok("inserted"),
+                    Some((ts, _)) if *ts != w.ts => Err("fork"),
+                    Some((_, c)) if *c == w.content => Ok("unchanged"),
+                    Some(_) => Ok("updated"),
+                };
+                prop_assert_eq!(got.map(|o| o.as_str()), expected, "{:?}", w);
+                if expected.is_ok() {
+                    let ts = model.get(&w.identity).map_or(w.ts, |m| m.0);
+                    model.insert(w.identity, (ts, w.content));
+                }
+            }
+            // Final state: one document per identity, under its first id, with its last content.
+            prop_assert_eq!(engine.docs.len(), model.len());
+            for (identity, (ts, content)) in &model {
+                let d = engine.by_identity(*identity).expect("stored");
+                prop_assert_eq!(&d.id, &id_of(*identity, *ts));
+                prop_assert_eq!(&d.hash, &format!("h{content}"));
+            }
+        }
     }
 }

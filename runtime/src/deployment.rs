@@ -129,6 +129,8 @@ impl Deployment {
             .and_then(|n| usize::try_from(n).ok())
         {
             limits.max_statements = limits.max_statements.min(n).max(1);
+            // The statement cap is FerretDB's update stall; inserts only have the batch size.
+            limits.max_documents = n.max(1);
         }
         Deployment {
             engine,
@@ -211,7 +213,13 @@ mod tests {
         // A failed buildInfo falls back to the safe limits, not to 10,000 statements.
         let d = Deployment::from_replies(&hello(), None);
         assert_eq!(d.engine(), &Engine::Unknown);
-        assert_eq!(d.limits(), Limits::SAFE);
+        assert_eq!(
+            d.limits(),
+            Limits {
+                max_documents: 100_000, // from hello, which did answer
+                ..Limits::SAFE
+            }
+        );
 
         let mongos = op::Hello {
             msg: Some("isdbgrid".into()),

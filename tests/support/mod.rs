@@ -6,10 +6,10 @@ use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use natural_key::bson::Document;
 use natural_key::mongodb::event::command::CommandEvent;
 use natural_key::mongodb::event::EventHandler;
 use natural_key::mongodb::options::ClientOptions;
-use natural_key::bson::Document;
 use natural_key::mongodb::{Client, Database};
 
 pub mod proxy;
