@@ -3,21 +3,16 @@
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
-use syn::DeriveInput;
 
-use crate::ast::{Derive, Input, Scheme};
-use crate::ctxt::Ctxt;
+use crate::ast::{Container, Scheme};
 
-pub fn natural_key(input: &DeriveInput) -> Result<TokenStream, Vec<syn::Error>> {
-    let mut cx = Ctxt::default();
-    let parsed = Input::parse(&mut cx, input, Derive::NaturalKey);
-    cx.check()?;
-    let input = parsed.expect("no errors means a parsed input");
+/// The implementations of a valid NaturalKey container.
+pub fn natural_key(input: &Container) -> TokenStream {
     let ident = input.ident;
     let (impl_g, ty_g, where_clause) = input.generics.split_for_impl();
     let p = quote!(::natural_key::__private);
 
-    let scheme = match &input.scheme {
+    let scheme = match input.scheme() {
         Scheme::Default { namespace } => {
             quote!(::natural_key::Scheme::Default { namespace: #namespace })
         }
@@ -26,8 +21,8 @@ pub fn natural_key(input: &DeriveInput) -> Result<TokenStream, Vec<syn::Error>> 
         }
     };
 
-    let key_parts = input.fields.iter().filter_map(|f| {
-        let k = f.key.as_ref().filter(|k| !k.timestamp)?;
+    let key_parts = input.fields().iter().filter_map(|f| {
+        let k = f.identity_key()?;
         let (member, ty) = (f.ident, f.ty);
         let name = member.to_string();
         let (lowercase, nfc) = (k.lowercase, k.nfc);
@@ -44,9 +39,9 @@ pub fn natural_key(input: &DeriveInput) -> Result<TokenStream, Vec<syn::Error>> 
     });
 
     let ts = input
-        .fields
+        .fields()
         .iter()
-        .find(|f| f.key.as_ref().is_some_and(|k| k.timestamp))
+        .find(|f| f.is_timestamp())
         .expect("validated: one timestamp field");
     let (ts_member, ts_ty) = (ts.ident, ts.ty);
     let ts_name = ts_member.to_string();
@@ -54,13 +49,17 @@ pub fn natural_key(input: &DeriveInput) -> Result<TokenStream, Vec<syn::Error>> 
         <#ts_ty as ::natural_key::KeyTimestamp>::unix_millis(&self.#ts_member)
     };
 
-    let content = input.fields.iter().filter(|f| !f.skip_hash).map(|f| {
-        let member = f.ident;
-        let name = member.to_string();
-        quote!(__hasher.field::<Self, _>(#name, &self.#member)?;)
-    });
+    let content = input
+        .fields()
+        .iter()
+        .filter(|f| !f.attrs.skip_hash)
+        .map(|f| {
+            let member = f.ident;
+            let name = member.to_string();
+            quote!(__hasher.field::<Self, _>(#name, &self.#member)?;)
+        });
 
-    Ok(quote! {
+    quote! {
         #[automatically_derived]
         impl #impl_g #p::WriteKey for #ident #ty_g #where_clause {
             const SCHEME: ::natural_key::Scheme = #scheme;
@@ -93,22 +92,19 @@ pub fn natural_key(input: &DeriveInput) -> Result<TokenStream, Vec<syn::Error>> 
                 ::std::vec![#p::identity_index()]
             }
         }
-    })
+    }
 }
 
-pub fn random_id(input: &DeriveInput) -> Result<TokenStream, Vec<syn::Error>> {
-    let mut cx = Ctxt::default();
-    let parsed = Input::parse(&mut cx, input, Derive::RandomId);
-    cx.check()?;
-    let input = parsed.expect("no errors means a parsed input");
+/// The implementations of a valid RandomId container.
+pub fn random_id(input: &Container) -> TokenStream {
     let ident = input.ident;
     let (impl_g, ty_g, where_clause) = input.generics.split_for_impl();
     let p = quote!(::natural_key::__private);
 
     let id = input
-        .fields
+        .fields()
         .iter()
-        .find(|f| f.id)
+        .find(|f| f.attrs.id)
         .expect("validated: one #[id] field");
     let (id_member, id_ty) = (id.ident, id.ty);
     // Spanned on the field type: a non-Ulid `#[id]` field is reported there. The argument
@@ -125,7 +121,7 @@ pub fn random_id(input: &DeriveInput) -> Result<TokenStream, Vec<syn::Error>> {
         #p::ulid_of(&self.#id_member)
     };
 
-    let (idem_fn, indexes) = match input.fields.iter().find(|f| f.idempotency_key) {
+    let (idem_fn, indexes) = match input.fields().iter().find(|f| f.attrs.idempotency_key) {
         Some(f) => {
             let (member, ty) = (f.ident, f.ty);
             let name = member.to_string();
@@ -145,7 +141,7 @@ pub fn random_id(input: &DeriveInput) -> Result<TokenStream, Vec<syn::Error>> {
         None => (quote!(), quote!(#p::Vec::new())),
     };
 
-    Ok(quote! {
+    quote! {
         #[automatically_derived]
         impl #impl_g ::natural_key::RandomId for #ident #ty_g #where_clause {
             fn id(&self) -> ::natural_key::Ulid {
@@ -160,5 +156,5 @@ pub fn random_id(input: &DeriveInput) -> Result<TokenStream, Vec<syn::Error>> {
                 #indexes
             }
         }
-    })
+    }
 }

@@ -5,11 +5,15 @@
 //! scheme, hashing and database logic live once, in the runtime crate.
 
 mod ast;
+mod attr;
 mod ctxt;
 mod expand;
+mod valid;
 
 use proc_macro::TokenStream;
 use syn::{parse_macro_input, DeriveInput};
+
+use crate::attr::Derive;
 
 /// Derives `natural_key::NaturalKey`: a deterministic ULID from `#[key]` fields and a
 /// `#[key(timestamp)]` field, a canonical content hash, and the guarded upsert.
@@ -19,10 +23,7 @@ use syn::{parse_macro_input, DeriveInput};
 /// `#[natural_key(scheme = "joined", separator = ":")]`.
 #[proc_macro_derive(NaturalKey, attributes(key, natural_key))]
 pub fn derive_natural_key(input: TokenStream) -> TokenStream {
-    let input = parse_macro_input!(input as DeriveInput);
-    expand::natural_key(&input)
-        .unwrap_or_else(to_compile_errors)
-        .into()
+    derive(input, Derive::NaturalKey, expand::natural_key)
 }
 
 /// Derives `natural_key::RandomId` for event types: the id is the `#[id]` field (a `Ulid`
@@ -30,13 +31,25 @@ pub fn derive_natural_key(input: TokenStream) -> TokenStream {
 /// index.
 #[proc_macro_derive(RandomId, attributes(id, idempotency_key, natural_key))]
 pub fn derive_random_id(input: TokenStream) -> TokenStream {
-    let input = parse_macro_input!(input as DeriveInput);
-    expand::random_id(&input)
-        .unwrap_or_else(to_compile_errors)
-        .into()
+    derive(input, Derive::RandomId, expand::random_id)
 }
 
-fn to_compile_errors(errors: Vec<syn::Error>) -> proc_macro2::TokenStream {
-    let errors = errors.iter().map(syn::Error::to_compile_error);
-    quote::quote!(#(#errors)*)
+/// Model (`ast`), check (`valid`), then emit (`expand`) or report every error collected.
+fn derive(
+    input: TokenStream,
+    derive: Derive,
+    emit: fn(&ast::Container) -> proc_macro2::TokenStream,
+) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    let mut cx = ctxt::Ctxt::default();
+    let cont = ast::Container::from_ast(&mut cx, &input, derive);
+    valid::check(&mut cx, &cont);
+    match cx.check() {
+        Ok(()) => emit(&cont),
+        Err(errors) => {
+            let errors = errors.iter().map(syn::Error::to_compile_error);
+            quote::quote!(#(#errors)*)
+        }
+    }
+    .into()
 }

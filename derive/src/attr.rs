@@ -1,0 +1,202 @@
+//! Parsing the attributes into plain data: `#[natural_key(...)]` on the container, `#[key]`,
+//! `#[key(timestamp | nfc | lowercase)]`, `#[natural_key(skip_hash)]`, `#[id]` and
+//! `#[idempotency_key]` on fields. Only syntax is checked here (unknown or repeated options,
+//! values of the wrong form); the rules that relate attributes live in `valid.rs`.
+
+use syn::meta::ParseNestedMeta;
+use syn::{Attribute, LitStr, Path};
+
+use crate::ctxt::Ctxt;
+
+/// The derive being expanded: it decides which attributes are its own.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Derive {
+    NaturalKey,
+    RandomId,
+}
+
+impl Derive {
+    pub fn name(self) -> &'static str {
+        match self {
+            Derive::NaturalKey => "NaturalKey",
+            Derive::RandomId => "RandomId",
+        }
+    }
+}
+
+/// `#[natural_key(...)]` on the type, as written.
+#[derive(Default)]
+pub struct Container {
+    pub namespace: Option<LitStr>,
+    pub scheme: Option<LitStr>,
+    pub separator: Option<LitStr>,
+}
+
+impl Container {
+    pub fn from_ast(cx: &mut Ctxt, attrs: &[Attribute], derive: Derive) -> Self {
+        let mut out = Container::default();
+        for attr in attrs.iter().filter(|a| a.path().is_ident("natural_key")) {
+            if derive == Derive::RandomId {
+                cx.error_spanned_by(
+                    attr,
+                    "RandomId takes no `#[natural_key(...)]` container options",
+                );
+                continue;
+            }
+            let r = attr.parse_nested_meta(|meta| {
+                let slot = if meta.path.is_ident("namespace") {
+                    &mut out.namespace
+                } else if meta.path.is_ident("scheme") {
+                    &mut out.scheme
+                } else if meta.path.is_ident("separator") {
+                    &mut out.separator
+                } else {
+                    return unknown(
+                        cx,
+                        &meta,
+                        "unknown `natural_key` option; expected `namespace = \"...\"`, \
+                         `scheme = \"default\" | \"joined\"` or `separator = \"...\"`",
+                    );
+                };
+                let lit: LitStr = meta.value()?.parse()?;
+                if slot.is_some() {
+                    cx.error_spanned_by(&meta.path, "this option is given twice");
+                }
+                *slot = Some(lit);
+                Ok(())
+            });
+            if let Err(e) = r {
+                cx.syn_error(e);
+            }
+        }
+        out
+    }
+}
+
+/// Reports an unknown option, skipping its value (if any) so that parsing goes on.
+fn unknown(cx: &mut Ctxt, meta: &ParseNestedMeta, msg: &str) -> syn::Result<()> {
+    let _ = meta.value().and_then(|v| v.parse::<syn::Expr>());
+    cx.error_spanned_by(&meta.path, msg);
+    Ok(())
+}
+
+/// `#[key]` or `#[key(...)]` on a field.
+pub struct Key {
+    pub timestamp: bool,
+    pub nfc: bool,
+    pub lowercase: bool,
+    /// `nfc`/`lowercase` as written, to point at them if the field is the timestamp.
+    pub normalize_paths: Vec<Path>,
+}
+
+/// The attributes of one field, as written.
+pub struct Field<'a> {
+    pub key: Option<Key>,
+    pub skip_hash: bool,
+    pub id: bool,
+    pub idempotency_key: bool,
+    /// Attributes of the other derive (`#[key]` under RandomId, `#[id]` and
+    /// `#[idempotency_key]` under NaturalKey), not parsed.
+    pub other_derive: Vec<&'a Attribute>,
+}
+
+impl<'a> Field<'a> {
+    pub fn from_ast(cx: &mut Ctxt, attrs: &'a [Attribute], derive: Derive) -> Self {
+        let mut out = Field {
+            key: None,
+            skip_hash: false,
+            id: false,
+            idempotency_key: false,
+            other_derive: Vec::new(),
+        };
+        for attr in attrs {
+            let path = attr.path();
+            if path.is_ident("key") {
+                if derive == Derive::RandomId {
+                    out.other_derive.push(attr);
+                    continue;
+                }
+                if out.key.is_some() {
+                    cx.error_spanned_by(attr, "duplicate `#[key]` attribute on one field; combine them: `#[key(nfc, lowercase)]`");
+                    continue;
+                }
+                out.key = Some(key(cx, attr));
+            } else if path.is_ident("id") || path.is_ident("idempotency_key") {
+                if derive == Derive::NaturalKey {
+                    out.other_derive.push(attr);
+                    continue;
+                }
+                if let Err(e) = attr.meta.require_path_only() {
+                    cx.syn_error(syn::Error::new(
+                        e.span(),
+                        format!("`#[{}]` takes no arguments", path.get_ident().unwrap()),
+                    ));
+                }
+                if path.is_ident("id") {
+                    out.id = true;
+                } else {
+                    out.idempotency_key = true;
+                }
+            } else if path.is_ident("natural_key") {
+                let r = attr.parse_nested_meta(|meta| {
+                    if meta.path.is_ident("skip_hash") && derive == Derive::NaturalKey {
+                        out.skip_hash = true;
+                        return Ok(());
+                    }
+                    unknown(
+                        cx,
+                        &meta,
+                        match derive {
+                            Derive::NaturalKey => {
+                                "unknown `natural_key` field option; expected `skip_hash`"
+                            }
+                            Derive::RandomId => "RandomId takes no `natural_key` field options",
+                        },
+                    )
+                });
+                if let Err(e) = r {
+                    cx.syn_error(e);
+                }
+            }
+        }
+        out
+    }
+}
+
+fn key(cx: &mut Ctxt, attr: &Attribute) -> Key {
+    let mut k = Key {
+        timestamp: false,
+        nfc: false,
+        lowercase: false,
+        normalize_paths: Vec::new(),
+    };
+    if let syn::Meta::Path(_) = attr.meta {
+        return k;
+    }
+    let r = attr.parse_nested_meta(|meta| {
+        let flag = if meta.path.is_ident("timestamp") {
+            &mut k.timestamp
+        } else if meta.path.is_ident("nfc") {
+            &mut k.nfc
+        } else if meta.path.is_ident("lowercase") {
+            &mut k.lowercase
+        } else {
+            return unknown(
+                cx,
+                &meta,
+                "unknown `key` option; expected `timestamp`, `nfc` or `lowercase`",
+            );
+        };
+        if *flag {
+            cx.error_spanned_by(&meta.path, "this option is given twice");
+        } else if !meta.path.is_ident("timestamp") {
+            k.normalize_paths.push(meta.path.clone());
+        }
+        *flag = true;
+        Ok(())
+    });
+    if let Err(e) = r {
+        cx.syn_error(e);
+    }
+    k
+}
