@@ -30,21 +30,33 @@ pub struct Container {
     pub namespace: Option<LitStr>,
     pub scheme: Option<LitStr>,
     pub separator: Option<LitStr>,
+    /// `crate = "..."`: the path under which natural-key is reachable.
+    pub krate: Option<Path>,
 }
 
 impl Container {
     pub fn from_ast(cx: &mut Ctxt, attrs: &[Attribute], derive: Derive) -> Self {
         let mut out = Container::default();
         for attr in attrs.iter().filter(|a| a.path().is_ident("natural_key")) {
-            if derive == Derive::RandomId {
-                cx.error_spanned_by(
-                    attr,
-                    "RandomId takes no `#[natural_key(...)]` container options",
-                );
-                continue;
-            }
             let r = attr.parse_nested_meta(|meta| {
-                let slot = if meta.path.is_ident("namespace") {
+                if meta.path.is_ident("crate") {
+                    let path = crate_path(cx, &meta)?;
+                    if out.krate.is_some() {
+                        cx.error_spanned_by(
+                            &meta.path,
+                            "`crate` is given twice; keep one `crate = \"...\"`",
+                        );
+                    }
+                    out.krate = path.or(out.krate.take());
+                    return Ok(());
+                }
+                let slot = if derive == Derive::RandomId {
+                    return unknown(
+                        cx,
+                        &meta,
+                        "RandomId's only `natural_key` container option is `crate = \"...\"`",
+                    );
+                } else if meta.path.is_ident("namespace") {
                     &mut out.namespace
                 } else if meta.path.is_ident("scheme") {
                     &mut out.scheme
@@ -70,6 +82,24 @@ impl Container {
             }
         }
         out
+    }
+}
+
+/// The value of `crate = "..."`. A string that is not a path is reported and gives `None`;
+/// a value that is not a string ends the attribute, as for the other options.
+fn crate_path(cx: &mut Ctxt, meta: &ParseNestedMeta) -> syn::Result<Option<Path>> {
+    const HELP: &str = "`crate` takes the path under which natural-key is re-exported, \
+                        as a string: `crate = \"my_crate::natural_key\"`";
+    let lit: LitStr = meta
+        .value()?
+        .parse()
+        .map_err(|e| syn::Error::new(e.span(), HELP))?;
+    match lit.parse::<Path>() {
+        Ok(path) => Ok(Some(path)),
+        Err(_) => {
+            cx.error_spanned_by(&lit, HELP);
+            Ok(None)
+        }
     }
 }
 

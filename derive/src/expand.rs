@@ -1,6 +1,7 @@
-//! Code generation: implementations that call into `::natural_key::__private`.
+//! Code generation: implementations that call into `::natural_key::__private` (or the
+//! `crate = "..."` path given instead of `::natural_key`).
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 
@@ -10,14 +11,15 @@ use crate::ast::{Container, Scheme};
 pub fn natural_key(input: &Container) -> TokenStream {
     let ident = input.ident;
     let (impl_g, ty_g, where_clause) = input.generics.split_for_impl();
-    let p = quote!(::natural_key::__private);
+    let krate = krate(input);
+    let p = quote!(#krate::__private);
 
     let scheme = match input.scheme() {
         Scheme::Default { namespace } => {
-            quote!(::natural_key::Scheme::Default { namespace: #namespace })
+            quote!(#krate::Scheme::Default { namespace: #namespace })
         }
         Scheme::Joined { separator } => {
-            quote!(::natural_key::Scheme::Joined { separator: #separator })
+            quote!(#krate::Scheme::Joined { separator: #separator })
         }
     };
 
@@ -45,8 +47,9 @@ pub fn natural_key(input: &Container) -> TokenStream {
         .expect("validated: one timestamp field");
     let (ts_member, ts_ty) = (ts.ident, ts.ty);
     let ts_name = ts_member.to_string();
+    let ts_krate = respan(krate.clone(), ts_ty.span());
     let ts_millis = quote_spanned! {ts_ty.span()=>
-        <#ts_ty as ::natural_key::KeyTimestamp>::unix_millis(&self.#ts_member)
+        <#ts_ty as #ts_krate::KeyTimestamp>::unix_millis(&self.#ts_member)
     };
 
     let content = input
@@ -62,25 +65,25 @@ pub fn natural_key(input: &Container) -> TokenStream {
     quote! {
         #[automatically_derived]
         impl #impl_g #p::WriteKey for #ident #ty_g #where_clause {
-            const SCHEME: ::natural_key::Scheme = #scheme;
+            const SCHEME: #krate::Scheme = #scheme;
             fn write_key(
                 &self,
                 __sink: &mut #p::KeySink,
-            ) -> #p::Result<(), ::natural_key::KeyError> {
+            ) -> #p::Result<(), #krate::KeyError> {
                 #(#key_parts)*
                 #p::Result::Ok(())
             }
         }
 
         #[automatically_derived]
-        impl #impl_g ::natural_key::NaturalKey for #ident #ty_g #where_clause {
-            fn __timestamp_ms(&self) -> #p::Result<u64, ::natural_key::KeyError> {
+        impl #impl_g #krate::NaturalKey for #ident #ty_g #where_clause {
+            fn __timestamp_ms(&self) -> #p::Result<u64, #krate::KeyError> {
                 #p::check_timestamp(#ts_name, #ts_millis)
             }
             fn __write_content(
                 &self,
                 __hasher: &mut #p::ContentHasher,
-            ) -> #p::Result<(), ::natural_key::Error> {
+            ) -> #p::Result<(), #krate::Error> {
                 #(#content)*
                 #p::Result::Ok(())
             }
@@ -99,7 +102,8 @@ pub fn natural_key(input: &Container) -> TokenStream {
 pub fn random_id(input: &Container) -> TokenStream {
     let ident = input.ident;
     let (impl_g, ty_g, where_clause) = input.generics.split_for_impl();
-    let p = quote!(::natural_key::__private);
+    let krate = krate(input);
+    let p = quote!(#krate::__private);
 
     let id = input
         .fields()
@@ -131,7 +135,7 @@ pub fn random_id(input: &Container) -> TokenStream {
                 quote! {
                     fn __idempotency_key(
                         &self,
-                    ) -> #p::Result<#p::Option<#p::String>, ::natural_key::KeyError> {
+                    ) -> #p::Result<#p::Option<#p::String>, #krate::KeyError> {
                         #text
                     }
                 },
@@ -143,8 +147,8 @@ pub fn random_id(input: &Container) -> TokenStream {
 
     quote! {
         #[automatically_derived]
-        impl #impl_g ::natural_key::RandomId for #ident #ty_g #where_clause {
-            fn id(&self) -> ::natural_key::Ulid {
+        impl #impl_g #krate::RandomId for #ident #ty_g #where_clause {
+            fn id(&self) -> #krate::Ulid {
                 #id_expr
             }
             #idem_fn
@@ -157,4 +161,29 @@ pub fn random_id(input: &Container) -> TokenStream {
             }
         }
     }
+}
+
+/// The path of natural-key in the emitted code: `crate = "..."`, else `::natural_key`.
+fn krate(input: &Container) -> TokenStream {
+    match &input.attrs.krate {
+        Some(path) => path.to_token_stream(),
+        None => quote!(::natural_key),
+    }
+}
+
+/// `tokens` with every span set to `span`, as if written inside `quote_spanned!(span=> ...)`.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tt| {
+            if let TokenTree::Group(g) = &tt {
+                let mut group = proc_macro2::Group::new(g.delimiter(), respan(g.stream(), span));
+                group.set_span(span);
+                tt = group.into();
+            } else {
+                tt.set_span(span);
+            }
+            tt
+        })
+        .collect()
 }
