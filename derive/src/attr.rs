@@ -67,7 +67,8 @@ impl Container {
                         cx,
                         &meta,
                         "unknown `natural_key` option; expected `namespace = \"...\"`, \
-                         `scheme = \"default\" | \"joined\"` or `separator = \"...\"`",
+                         `scheme = \"default\" | \"joined\"`, `separator = \"...\"` or \
+                         `crate = \"...\"`",
                     );
                 };
                 let lit: LitStr = meta.value()?.parse()?;
