@@ -7,10 +7,10 @@ pub use natural_key_runtime::*;
 /// Everything a module that defines or writes documents needs:
 /// `use natural_key::prelude::*;`.
 ///
-/// Brings in the derives and traits ([`NaturalKey`], [`RandomId`]), [`Outcome`], [`Ulid`],
+/// Brings in the derives and traits ([`NaturalKey`], [`RandomId`]), [`UpsertOutcome`], [`InsertOutcome`], [`Ulid`],
 /// [`WriteMode`] and serde's `Serialize`/`Deserialize` (derive them too: the document is stored
 /// through serde).
 pub mod prelude {
-    pub use crate::{NaturalKey, Outcome, RandomId, Ulid, WriteMode};
+    pub use crate::{InsertOutcome, NaturalKey, RandomId, Ulid, UpsertOutcome, WriteMode};
     pub use serde::{Deserialize, Serialize};
 }
