@@ -20,7 +20,31 @@ use crate::attr::Derive;
 ///
 /// Field attributes: `#[key]`, `#[key(timestamp)]`, `#[key(nfc)]`, `#[key(lowercase)]`,
 /// `#[natural_key(skip_hash)]`. Container attributes: `#[natural_key(namespace = "...")]`,
-/// `#[natural_key(scheme = "joined", separator = ":")]`.
+/// `#[natural_key(scheme = "joined", separator = ":")]`, `#[natural_key(crate = "...")]`.
+///
+/// `crate = "path"` is for a crate that uses natural-key under another name (renamed in
+/// `Cargo.toml`, or re-exported): the generated code names `path` instead of `::natural_key`,
+/// as serde's `#[serde(crate = "...")]` does for serde. RandomId takes it too.
+///
+/// ```
+/// // `my_crate` re-exports natural-key; its users need not depend on natural-key themselves.
+/// mod my_crate {
+///     pub use natural_key as nk;
+/// }
+/// use my_crate::nk::prelude::*;
+///
+/// #[derive(NaturalKey, Serialize)]
+/// #[natural_key(crate = "my_crate::nk")]
+/// #[serde(crate = "my_crate::nk::serde")]
+/// struct Post {
+///     #[key] slug: String,
+///     #[key(timestamp)] published_at: i64,
+/// }
+///
+/// let post = Post { slug: "hello-world".into(), published_at: 1_700_000_000_000 };
+/// assert_eq!(post.id()?.timestamp_ms(), 1_700_000_000_000);
+/// # Ok::<(), my_crate::nk::KeyError>(())
+/// ```
 #[proc_macro_derive(NaturalKey, attributes(key, natural_key))]
 pub fn derive_natural_key(input: TokenStream) -> TokenStream {
     derive(input, Derive::NaturalKey, expand::natural_key)
@@ -29,6 +53,8 @@ pub fn derive_natural_key(input: TokenStream) -> TokenStream {
 /// Derives `natural_key::RandomId` for event types: the id is the `#[id]` field (a `Ulid`
 /// created once with the value); optionally an `#[idempotency_key]` field with its own unique
 /// index.
+///
+/// Container attribute: `#[natural_key(crate = "...")]`, as for [`NaturalKey`](derive@NaturalKey).
 #[proc_macro_derive(RandomId, attributes(id, idempotency_key, natural_key))]
 pub fn derive_random_id(input: TokenStream) -> TokenStream {
     derive(input, Derive::RandomId, expand::random_id)
