@@ -8,10 +8,10 @@ struct Click {
     page: String,
 }
 
-// A RandomId type is inserted once (`click.insert(coll)`); it has no upsert.
+// A RandomId type is inserted once (`clicks.insert(&click)`); it has no upsert.
 #[allow(dead_code)]
-fn record(coll: &natural_key::mongodb::Collection<Click>, click: &Click) {
-    let _ = click.upsert(coll);
+fn record(clicks: &natural_key::Collection<Click>, click: &Click) {
+    let _ = clicks.upsert(click);
 }
 
 fn main() {}
