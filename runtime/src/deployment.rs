@@ -159,7 +159,8 @@ impl Deployment {
     /// ```no_run
     /// # async fn f(client: natural_key::mongodb::Client) -> Result<(), natural_key::Error> {
     /// let d = natural_key::Deployment::detect(&client).await?;
-    /// let d = d.with_limits(natural_key::Limits { max_statements: 100, ..d.limits() });
+    /// let limits = d.limits();
+    /// let d = d.with_limits(natural_key::Limits { max_statements: 100, ..limits });
     /// # Ok(()) }
     /// ```
     pub fn with_limits(mut self, limits: Limits) -> Self {
