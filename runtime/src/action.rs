@@ -229,29 +229,26 @@ where
     type Prepared = Prepared;
     type Outcome = UpsertOutcome;
 
-    fn write<'s>(
-        &'s mut self,
-        batch: &'s [Item<Prepared, D>],
+    async fn write(
+        &mut self,
+        batch: &[Item<Prepared, D>],
         first_attempt: bool,
-    ) -> impl Future<Output = Result<Outcomes<UpsertOutcome>, Error>> + Send + 's {
-        async move {
-            let describe = |i: usize| batch[i].doc.borrow().key_description();
-            let job = Job {
-                t: &self.coll.target,
-                mode: self.mode,
-                fields: self.coll.fields,
-                describe: &describe,
-            };
-            let items: Vec<&Prepared> = batch.iter().map(|i| &i.prepared).collect();
-            // A retried batch may have been applied by the lost attempt: it reads first.
-            let insert_first = self.insert_first && first_attempt;
-            let results =
-                upsert_batch(&job, &items, insert_first, self.session.as_deref_mut()).await?;
-            self.insert_first = results
-                .iter()
-                .all(|r| matches!(r, Ok(UpsertOutcome::Inserted(_))));
-            Ok(results)
-        }
+    ) -> Result<Outcomes<UpsertOutcome>, Error> {
+        let describe = |i: usize| batch[i].doc.borrow().key_description();
+        let job = Job {
+            t: &self.coll.target,
+            mode: self.mode,
+            fields: self.coll.fields,
+            describe: &describe,
+        };
+        let items: Vec<&Prepared> = batch.iter().map(|i| &i.prepared).collect();
+        // A retried batch may have been applied by the lost attempt: it reads first.
+        let insert_first = self.insert_first && first_attempt;
+        let results = upsert_batch(&job, &items, insert_first, self.session.as_deref_mut()).await?;
+        self.insert_first = results
+            .iter()
+            .all(|r| matches!(r, Ok(UpsertOutcome::Inserted(_))));
+        Ok(results)
     }
 }
 
@@ -269,15 +266,13 @@ where
     type Prepared = PreparedEvent;
     type Outcome = InsertOutcome;
 
-    fn write<'s>(
-        &'s mut self,
-        batch: &'s [Item<PreparedEvent, D>],
+    async fn write(
+        &mut self,
+        batch: &[Item<PreparedEvent, D>],
         _first_attempt: bool,
-    ) -> impl Future<Output = Result<Outcomes<InsertOutcome>, Error>> + Send + 's {
-        async move {
-            let events: Vec<&PreparedEvent> = batch.iter().map(|i| &i.prepared).collect();
-            insert_batch(&self.coll.target, &events, self.session.as_deref_mut()).await
-        }
+    ) -> Result<Outcomes<InsertOutcome>, Error> {
+        let events: Vec<&PreparedEvent> = batch.iter().map(|i| &i.prepared).collect();
+        insert_batch(&self.coll.target, &events, self.session.as_deref_mut()).await
     }
 }
 
@@ -321,13 +316,13 @@ pub struct Upsert<'a, T: Send + Sync> {
 }
 
 macro_rules! common_options {
-    () => {
+    ($($retry:ident).+) => {
         /// Retries transient failures (network, timeouts, elections) under `policy`. Safe:
         /// a retry after a lost acknowledgement finds its own write. Without this call, a
         /// transient error is returned at once (each attempt is still bounded by the
         /// policy's [`attempt_timeout`](RetryPolicy::attempt_timeout)).
         pub fn retry(mut self, policy: RetryPolicy) -> Self {
-            *self.retry_policy_mut() = policy;
+            self.$($retry).+ = policy;
             self
         }
 
@@ -340,11 +335,7 @@ macro_rules! common_options {
 }
 
 impl<'a, T: NaturalKey + Send + Sync> Upsert<'a, T> {
-    common_options!();
-
-    fn retry_policy_mut(&mut self) -> &mut RetryPolicy {
-        &mut self.retry
-    }
+    common_options!(retry);
 
     /// [`WriteMode::Merge`] (default) or [`WriteMode::Replace`].
     pub fn mode(mut self, mode: WriteMode) -> Self {
@@ -411,11 +402,7 @@ pub struct Insert<'a, T: Send + Sync> {
 }
 
 impl<'a, T: RandomId + Send + Sync> Insert<'a, T> {
-    common_options!();
-
-    fn retry_policy_mut(&mut self) -> &mut RetryPolicy {
-        &mut self.retry
-    }
+    common_options!(retry);
 }
 
 impl<'a, T: RandomId + Send + Sync> IntoFuture for Insert<'a, T> {
@@ -460,11 +447,7 @@ impl<'a, T: RandomId + Send + Sync> IntoFuture for Insert<'a, T> {
 
 macro_rules! batch_options {
     () => {
-        common_options!();
-
-        fn retry_policy_mut(&mut self) -> &mut RetryPolicy {
-            &mut self.opts.retry
-        }
+        common_options!(opts.retry);
 
         /// Documents per batch (default [`DEFAULT_BATCH_SIZE`](crate::DEFAULT_BATCH_SIZE), at
         /// least 1; a batch is also cut at [`MAX_BATCH_BYTES`](crate::MAX_BATCH_BYTES)). Memory

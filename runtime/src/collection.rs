@@ -64,6 +64,8 @@ impl<T: Send + Sync> Collection<T> {
 
     /// Opens a driver collection, keeping its settings (write concern; its read preference
     /// applies to your own reads through [`inner`](Collection::inner), never to the guard's).
+    // Named after what it takes; the builder it returns awaits into `Self`.
+    #[allow(clippy::new_ret_no_self)]
     pub fn new(coll: mongodb::Collection<T>) -> OpenCollection<T> {
         OpenCollection {
             coll,
@@ -166,7 +168,7 @@ where
             let ns = coll.namespace();
             let write_concern = match coll.write_concern() {
                 Some(wc) => Some(
-                    bson::to_document(wc)
+                    bson::to_raw_document_buf(wc)
                         .map_err(Error::serialize::<mongodb::options::WriteConcern>)?,
                 )
                 .filter(|d| !d.is_empty()),

@@ -255,7 +255,7 @@ mod model {
     ) -> Result<UpsertOutcome, &'static str> {
         let (id, hash) = (id_of(identity, ts), format!("h{content}"));
         let mut sent: Option<Sent> = None;
-        for round in 0..super::super::upsert::MAX_ROUNDS {
+        for round in 0..crate::upsert::MAX_ROUNDS {
             let stored = e.by_identity(identity).cloned();
             let idb = stored.as_ref().map(|d| Bson::String(d.id.clone()));
             let hb = stored.as_ref().map(|d| Bson::String(d.hash.clone()));

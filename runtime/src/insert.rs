@@ -10,7 +10,7 @@ use crate::error::{classify, server_code, Error};
 use crate::op::{self, Refusal, Session, StoredEvent, Target};
 use crate::outcome::InsertOutcome;
 use crate::stored::{PreparedEvent, IDEMPOTENCY_FIELD};
-use crate::upsert::MAX_ROUNDS;
+use crate::upsert::{or_contention, MAX_ROUNDS};
 
 type Outcomes = Vec<Result<InsertOutcome, Error>>;
 
@@ -60,19 +60,7 @@ pub(crate) async fn insert_batch(
             }
         }
     }
-    Ok(results
-        .into_iter()
-        .enumerate()
-        .map(|(k, r)| {
-            r.unwrap_or_else(|| {
-                Err(Error::Contention {
-                    collection: t.namespace.clone(),
-                    id: events[k].id,
-                    attempts: MAX_ROUNDS,
-                })
-            })
-        })
-        .collect())
+    Ok(or_contention(results, t, |k| events[k].id))
 }
 
 /// Sends the pending events; settles the inserted and the refused-for-good, and returns the
@@ -100,14 +88,7 @@ async fn send(
             }
             Err(e) => return Err(classify(e)),
         };
-        if let Some(w) = &reply.write_concern_error {
-            return Err(Error::WriteFailed {
-                collection: t.namespace.clone(),
-                id: events[sent[0]].id,
-                code: w.code,
-                message: w.errmsg.clone(),
-            });
-        }
+        reply.write_concern(t, events[sent[0]].id)?;
         let mut refusals: HashMap<usize, Refusal> = reply
             .write_errors
             .iter()
@@ -117,26 +98,17 @@ async fn send(
             let id = events[k].id;
             results[k] = match refusals.remove(&i) {
                 None => Some(Ok(InsertOutcome::Inserted(id))),
-                Some(Refusal::Ours) => {
-                    duplicates.push((k, None));
-                    None
-                }
-                Some(Refusal::Unnamed { message }) => {
-                    duplicates.push((k, Some(message)));
-                    None
-                }
-                Some(Refusal::UserIndex { index, key }) => Some(Err(Error::UniqueIndexViolation {
-                    collection: t.namespace.clone(),
-                    id,
-                    index,
-                    key,
-                })),
-                Some(Refusal::Other { code, message }) => Some(Err(Error::WriteFailed {
-                    collection: t.namespace.clone(),
-                    id,
-                    code,
-                    message,
-                })),
+                Some(refusal) => match refusal.permanent(t, id) {
+                    Some(e) => Some(Err(e)),
+                    None => {
+                        let unnamed = match refusal {
+                            Refusal::Unnamed { message } => Some(message),
+                            _ => None,
+                        };
+                        duplicates.push((k, unnamed));
+                        None
+                    }
+                },
             };
         }
     }

@@ -16,8 +16,8 @@ use ulid::Ulid;
 
 use crate::action::WriteMode;
 use crate::decide::{decide, Action, Sent, Stored};
-use crate::error::{classify, server_code, Error};
-use crate::op::{self, Refusal, Session, StoredIdentity, Target, WriteReply};
+use crate::error::{classify, Error};
+use crate::op::{self, Refusal, Session, StoredIdentity, Target};
 use crate::outcome::UpsertOutcome;
 use crate::stored::{Prepared, HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
 
@@ -97,20 +97,28 @@ pub(crate) async fn upsert_batch(
         send_inserts(job.t, &mut r, inserts, session.as_deref_mut()).await?;
         send_updates(job.t, &mut r, updates, &token, session.as_deref_mut()).await?;
     }
-    let t = job.t;
-    Ok(r.results
+    Ok(or_contention(r.results, job.t, |i| items[i].id))
+}
+
+/// The results, with what is still unsettled after [`MAX_ROUNDS`] as [`Error::Contention`].
+pub(crate) fn or_contention<O>(
+    results: Vec<Option<Result<O, Error>>>,
+    t: &Target,
+    id: impl Fn(usize) -> Ulid,
+) -> Vec<Result<O, Error>> {
+    results
         .into_iter()
         .enumerate()
         .map(|(i, result)| {
             result.unwrap_or_else(|| {
                 Err(Error::Contention {
                     collection: t.namespace.clone(),
-                    id: items[i].id,
+                    id: id(i),
                     attempts: MAX_ROUNDS,
                 })
             })
         })
-        .collect())
+        .collect()
 }
 
 /// The stored `_id`, hash and write token of every pending identity, keyed by identity.
@@ -254,72 +262,25 @@ fn statement(
 }
 
 fn serialize(e: impl std::fmt::Display) -> Error {
-    Error::Serialize {
-        type_name: "bson",
-        message: e.to_string(),
-    }
-}
-
-/// A write command failed as a whole: a duplicate key without an index (FerretDB) is a
-/// refusal of every document in it; anything else fails the batch.
-fn command_refusal(e: mongodb::error::Error) -> Result<Refusal, Error> {
-    match server_code(&e) {
-        Some(code @ op::write::DUPLICATE_KEY_CODE) => {
-            Ok(op::write::refusal(code, &e.to_string(), None, None))
-        }
-        _ => Err(classify(e)),
-    }
-}
-
-fn write_concern_failed(t: &Target, reply: &WriteReply, id: Ulid) -> Result<(), Error> {
-    match &reply.write_concern_error {
-        Some(w) => Err(Error::WriteFailed {
-            collection: t.namespace.clone(),
-            id,
-            code: w.code,
-            message: w.errmsg.clone(),
-        }),
-        None => Ok(()),
-    }
+    Error::serialize::<RawDocumentBuf>(e)
 }
 
 impl Rounds<'_> {
     /// Settles item `i` after the server refused its document or statement.
     fn refused(&mut self, t: &Target, i: usize, refusal: Refusal, sent: Sent) {
-        let id = self.items[i].id;
-        match refusal {
-            Refusal::Ours => {
-                self.sent[i] = Some(sent);
-                self.pending.push(i);
-            }
-            // An insert refused here may have met a same-`_id` document without identity: the
-            // next round's upsert by `_id` adopts it. A refused statement is suspect.
-            Refusal::Unnamed { message } => {
-                if matches!(sent, Sent::Uncertain { .. }) {
-                    if let Some(view) = self.planned[i].take() {
-                        self.suspect[i] = Some((view, message));
-                    }
-                }
-                self.sent[i] = Some(sent);
-                self.pending.push(i);
-            }
-            Refusal::UserIndex { index, key } => {
-                self.results[i] = Some(Err(Error::UniqueIndexViolation {
-                    collection: t.namespace.clone(),
-                    id,
-                    index,
-                    key,
-                }))
-            }
-            Refusal::Other { code, message } => {
-                self.results[i] = Some(Err(Error::WriteFailed {
-                    collection: t.namespace.clone(),
-                    id,
-                    code,
-                    message,
-                }))
+        if let Some(e) = refusal.permanent(t, self.items[i].id) {
+            self.results[i] = Some(Err(e));
+            return;
+        }
+        // An insert refused by an unnamed index may have met a same-`_id` document without
+        // identity: the next round's upsert by `_id` adopts it. A refused statement is suspect.
+        if let (Refusal::Unnamed { message }, Sent::Uncertain { .. }) = (refusal, &sent) {
+            if let Some(view) = self.planned[i].take() {
+                self.suspect[i] = Some((view, message));
             }
         }
+        self.sent[i] = Some(sent);
+        self.pending.push(i);
     }
 
     /// Items of a command whose outcome the reply did not settle: the next round decides.
@@ -331,29 +292,36 @@ impl Rounds<'_> {
     }
 }
 
+/// Cuts what to send into commands within the engine's limits (at most `max` each; one each
+/// once `one_by_one`), with each command's documents.
+fn commands<'o>(
+    t: &Target,
+    out: &'o [Outgoing],
+    one_by_one: bool,
+    max: usize,
+) -> impl Iterator<Item = (&'o [Outgoing], Vec<&'o RawDocumentBuf>)> {
+    let max = if one_by_one { 1 } else { max };
+    let sizes = out.iter().map(|s| s.doc.as_bytes().len());
+    op::chunks(sizes, t.deployment.limits().max_command_bytes, max)
+        .into_iter()
+        .map(move |chunk| {
+            let sent = &out[chunk];
+            (sent, sent.iter().map(|s| &s.doc).collect())
+        })
+}
+
 async fn send_inserts(
     t: &Target,
     r: &mut Rounds<'_>,
     inserts: Vec<Outgoing>,
     mut session: Session<'_>,
 ) -> Result<(), Error> {
-    let limits = t.deployment.limits();
-    let max = if r.one_by_one {
-        1
-    } else {
-        limits.max_documents
-    };
-    for chunk in op::chunks(
-        inserts.iter().map(|s| s.doc.as_bytes().len()),
-        limits.max_command_bytes,
-        max,
-    ) {
-        let sent = &inserts[chunk];
-        let docs: Vec<&RawDocumentBuf> = sent.iter().map(|s| &s.doc).collect();
+    let max = t.deployment.limits().max_documents;
+    for (sent, docs) in commands(t, &inserts, r.one_by_one, max) {
         let reply = match op::insert(t, &docs, session.as_deref_mut()).await {
             Ok(reply) => reply,
             Err(e) => {
-                let refusal = command_refusal(e)?;
+                let refusal = op::write::command_refusal(e)?;
                 match (refusal, sent) {
                     (refusal, [one]) => r.refused(t, one.item, refusal, Sent::Refused),
                     (refusal, _) => {
@@ -364,7 +332,7 @@ async fn send_inserts(
                 continue;
             }
         };
-        write_concern_failed(t, &reply, r.items[sent[0].item].id)?;
+        reply.write_concern(t, r.items[sent[0].item].id)?;
         if reply.write_errors.iter().any(|e| e.index >= sent.len()) {
             // Refusals that cannot be placed: the next read decides every document.
             r.uncertain(sent, |_| Sent::Refused);
@@ -392,29 +360,18 @@ async fn send_updates(
     token: &str,
     mut session: Session<'_>,
 ) -> Result<(), Error> {
-    let limits = t.deployment.limits();
-    let max = if r.one_by_one {
-        1
-    } else {
-        limits.max_statements
-    };
+    let max = t.deployment.limits().max_statements;
     let uncertain = |s: &Outgoing| Sent::Uncertain {
         token: token.to_string(),
         insert: s.insert,
     };
-    for chunk in op::chunks(
-        updates.iter().map(|s| s.doc.as_bytes().len()),
-        limits.max_command_bytes,
-        max,
-    ) {
-        let sent = &updates[chunk];
-        let statements: Vec<&RawDocumentBuf> = sent.iter().map(|s| &s.doc).collect();
+    for (sent, statements) in commands(t, &updates, r.one_by_one, max) {
         let reply = match op::update(t, &statements, session.as_deref_mut()).await {
             Ok(reply) => reply,
             Err(e) => {
                 // Stopped without saying where: every statement is uncertain until the next
                 // read shows whose token is stored.
-                let refusal = command_refusal(e)?;
+                let refusal = op::write::command_refusal(e)?;
                 match sent {
                     [one] => r.refused(t, one.item, refusal, uncertain(one)),
                     _ => {
@@ -425,7 +382,7 @@ async fn send_updates(
                 continue;
             }
         };
-        write_concern_failed(t, &reply, r.items[sent[0].item].id)?;
+        reply.write_concern(t, r.items[sent[0].item].id)?;
         match (sent, reply.write_errors.as_slice()) {
             (_, []) => {
                 let inserts = sent.iter().filter(|s| s.insert).count();

@@ -4,7 +4,7 @@ use bson::{doc, Bson, RawDocumentBuf};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-use super::{parse, Session, Target};
+use super::{parse, raw, Session, Target};
 
 /// What the guard reads of a stored [`NaturalKey`](crate::NaturalKey) document. Field names
 /// are the frozen stored names (`IDENTITY_FIELD`, `HASH_FIELD`, `WRITE_FIELD`).
@@ -80,8 +80,8 @@ pub(crate) async fn cursor<T: DeserializeOwned>(
     let (mut id, mut out) = (reply.cursor.id, reply.cursor.batch);
     while id != 0 {
         let more = doc! { "getMore": id, "collection": t.name.as_str() };
-        let more = RawDocumentBuf::from_document(&more).map_err(mongodb::error::Error::custom)?;
-        let reply: CursorReply<T> = parse(t.run(more, session.as_deref_mut()).await?, "getMore")?;
+        let reply: CursorReply<T> =
+            parse(t.run(raw(&more)?, session.as_deref_mut()).await?, "getMore")?;
         id = reply.cursor.id;
         out.extend(reply.cursor.batch);
     }

@@ -1,10 +1,10 @@
 //! `hello` and `buildInfo`: what the deployment is, asked once per handle.
 
-use bson::{doc, RawDocumentBuf};
+use bson::doc;
 use mongodb::Database;
 use serde::Deserialize;
 
-use super::{parse, primary};
+use super::{parse, primary, raw};
 
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct Hello {
@@ -26,9 +26,9 @@ pub(crate) struct BuildInfo {
 }
 
 async fn run(db: &Database, name: &str) -> Result<bson::Document, mongodb::error::Error> {
-    let cmd =
-        RawDocumentBuf::from_document(&doc! { name: 1 }).map_err(mongodb::error::Error::custom)?;
-    db.run_raw_command(cmd).selection_criteria(primary()).await
+    db.run_raw_command(raw(&doc! { name: 1 })?)
+        .selection_criteria(primary())
+        .await
 }
 
 pub(crate) async fn hello(db: &Database) -> Result<Hello, mongodb::error::Error> {

@@ -1,10 +1,10 @@
 //! `listIndexes` and `createIndexes`.
 
-use bson::{doc, Bson, Document, RawDocumentBuf};
+use bson::{doc, Bson, Document};
 use serde::Deserialize;
 
 use super::find::cursor;
-use super::Target;
+use super::{raw, Target};
 
 /// An existing index, as `listIndexes` describes it.
 #[derive(Debug, Clone, Deserialize)]
@@ -23,8 +23,7 @@ const NAMESPACE_NOT_FOUND: i32 = 26;
 
 /// The collection's indexes; none when the collection does not exist yet.
 pub(crate) async fn list_indexes(t: &Target) -> Result<Vec<IndexInfo>, mongodb::error::Error> {
-    let cmd = RawDocumentBuf::from_document(&doc! { "listIndexes": t.name.as_str() })
-        .map_err(mongodb::error::Error::custom)?;
+    let cmd = raw(&doc! { "listIndexes": t.name.as_str() })?;
     match cursor(t, cmd, None).await {
         Err(e) if crate::error::server_code(&e) == Some(NAMESPACE_NOT_FOUND) => Ok(Vec::new()),
         other => other,
@@ -34,6 +33,5 @@ pub(crate) async fn list_indexes(t: &Target) -> Result<Vec<IndexInfo>, mongodb::
 /// Creates one index from its full specification (`{key, name, unique, ...}`).
 pub(crate) async fn create_index(t: &Target, spec: Document) -> Result<(), mongodb::error::Error> {
     let cmd = doc! { "createIndexes": t.name.as_str(), "indexes": [spec] };
-    let cmd = RawDocumentBuf::from_document(&cmd).map_err(mongodb::error::Error::custom)?;
-    t.run(cmd, None).await.map(|_| ())
+    t.run(raw(&cmd)?, None).await.map(|_| ())
 }

@@ -14,7 +14,7 @@ pub(crate) mod write;
 pub(crate) use find::{find, StoredEvent, StoredIdentity};
 pub(crate) use hello::{build_info, hello, BuildInfo, Hello};
 pub(crate) use indexes::{create_index, list_indexes, IndexInfo};
-pub(crate) use write::{chunks, insert, update, Refusal, WriteReply};
+pub(crate) use write::{chunks, insert, update, Refusal};
 
 use bson::{Document, RawDocumentBuf};
 use mongodb::action::Action;
@@ -34,7 +34,7 @@ pub(crate) struct Target {
     /// `database.collection`, for errors.
     pub(crate) namespace: String,
     /// The collection's write concern as a command field, serialized once.
-    pub(crate) write_concern: Option<Document>,
+    pub(crate) write_concern: Option<RawDocumentBuf>,
     pub(crate) deployment: Deployment,
     /// Every write filter carries `_nk_identity` (the collection is sharded or partitioned).
     pub(crate) sharded: bool,
@@ -53,6 +53,11 @@ impl Target {
             .optional(session, |a, s| a.session(s))
             .await
     }
+}
+
+/// A command written with `doc!`, as the raw BSON the commands are sent as.
+pub(crate) fn raw(command: &Document) -> Result<RawDocumentBuf, mongodb::error::Error> {
+    RawDocumentBuf::from_document(command).map_err(mongodb::error::Error::custom)
 }
 
 pub(crate) fn primary() -> SelectionCriteria {

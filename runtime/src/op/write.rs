@@ -5,7 +5,10 @@ use std::ops::Range;
 use bson::{Document, RawArrayBuf, RawDocumentBuf};
 use serde::Deserialize;
 
+use ulid::Ulid;
+
 use super::{parse, Session, Target};
+use crate::error::{classify, server_code, Error};
 use crate::stored::{IDEMPOTENCY_FIELD, IDENTITY_FIELD};
 
 /// The reply of an `insert` or `update` command (the fields natural-key reads).
@@ -65,6 +68,52 @@ pub(crate) const DUPLICATE_KEY_CODE: i32 = 11000;
 /// Index names natural-key relies on for "decide again": `_id`'s and its own.
 const OUR_INDEXES: &[&str] = &["_id_", "nk_identity", "nk_idempotency"];
 const OUR_FIELDS: &[&str] = &["_id", IDENTITY_FIELD, IDEMPOTENCY_FIELD];
+
+impl WriteReply {
+    /// A write concern error: the documents were applied but not acknowledged as asked.
+    pub(crate) fn write_concern(&self, t: &Target, id: Ulid) -> Result<(), Error> {
+        match &self.write_concern_error {
+            Some(w) => Err(Error::WriteFailed {
+                collection: t.namespace.clone(),
+                id,
+                code: w.code,
+                message: w.errmsg.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Refusal {
+    /// The error for a refusal no further round can change (`None`: a duplicate to decide
+    /// again).
+    pub(crate) fn permanent(&self, t: &Target, id: Ulid) -> Option<Error> {
+        match self {
+            Refusal::Ours | Refusal::Unnamed { .. } => None,
+            Refusal::UserIndex { index, key } => Some(Error::UniqueIndexViolation {
+                collection: t.namespace.clone(),
+                id,
+                index: index.clone(),
+                key: key.clone(),
+            }),
+            Refusal::Other { code, message } => Some(Error::WriteFailed {
+                collection: t.namespace.clone(),
+                id,
+                code: *code,
+                message: message.clone(),
+            }),
+        }
+    }
+}
+
+/// A write command that failed as a whole: a duplicate key is a refusal of its documents
+/// (FerretDB reports some that way, without an index); anything else fails the batch.
+pub(crate) fn command_refusal(e: mongodb::error::Error) -> Result<Refusal, Error> {
+    match server_code(&e) {
+        Some(code @ DUPLICATE_KEY_CODE) => Ok(refusal(code, &e.to_string(), None, None)),
+        _ => Err(classify(e)),
+    }
+}
 
 impl WriteErrorEntry {
     pub(crate) fn refusal(&self) -> Refusal {
@@ -161,8 +210,7 @@ fn command(
     cmd.append(field, payload);
     cmd.append("ordered", false);
     if let Some(wc) = &t.write_concern {
-        let wc = RawDocumentBuf::from_document(wc).map_err(mongodb::error::Error::custom)?;
-        cmd.append("writeConcern", wc);
+        cmd.append("writeConcern", wc.clone());
     }
     Ok(cmd)
 }
