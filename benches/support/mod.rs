@@ -13,6 +13,9 @@ use natural_key::mongodb::event::EventHandler;
 use natural_key::mongodb::options::ClientOptions;
 use natural_key::mongodb::{Client, Collection};
 
+#[path = "../../examples/common/mod.rs"]
+mod examples;
+
 /// `cargo bench` passes `--bench`; anything else (`cargo test --benches`, a bare run) gets a
 /// quick exit instead of a multi-minute database run.
 pub fn invoked_by_cargo_bench() -> bool {
@@ -63,22 +66,11 @@ async fn options(uri: &str) -> ClientOptions {
     opts
 }
 
-/// Drops `coll`, which may not exist. Engines differ on a missing collection: MongoDB and
-/// FerretDB succeed, mongo-java-server answers with an error that has no `code`. So a failed
-/// drop is ignored only when the collection is indeed absent afterwards.
+/// The examples' `drop_collection` (a missing collection is not an error on any engine),
+/// failing the bench on a real error.
 pub async fn drop_collection<T: Send + Sync>(coll: &Collection<T>) {
-    if let Err(e) = coll.drop().await {
-        let ns = coll.namespace();
-        let names = coll
-            .client()
-            .database(&ns.db)
-            .list_collection_names()
-            .await
-            .unwrap_or_else(|l| panic!("drop {ns} failed ({e}); listCollections too: {l}"));
-        assert!(
-            !names.contains(&ns.coll),
-            "drop {ns} failed and the collection is still there: {e}"
-        );
+    if let Err(e) = examples::drop_collection(coll).await {
+        panic!("drop {} failed: {e}", coll.namespace());
     }
 }
 
