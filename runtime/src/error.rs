@@ -165,6 +165,26 @@ pub enum Error {
         limit: usize,
     },
 
+    /// A top-level field name of the serialized document cannot be written as a field of its
+    /// own (see [`FieldNameProblem`]). Names that come from data — the keys of a
+    /// `#[serde(flatten)]` map, say — are data, never a path, an operator or one of
+    /// natural-key's own fields. Not transient; nothing was sent for this document.
+    #[error(
+        "document {id} for `{collection}` has a top-level field named {field:?}, which \
+         {problem}; rename it or nest such keys under a field of their own (field names inside \
+         a value are stored as they are). Nothing was sent for this document."
+    )]
+    InvalidFieldName {
+        /// `database.collection`.
+        collection: String,
+        /// The document's id.
+        id: Ulid,
+        /// The offending name, as serialized.
+        field: String,
+        /// What is wrong with it.
+        problem: FieldNameProblem,
+    },
+
     /// An index natural-key needs exists under its name with other options; it was not
     /// changed. Drop it (or rename yours) and open the collection again.
     #[error(
@@ -231,6 +251,32 @@ impl Error {
             message: message.to_string(),
         }
     }
+}
+
+/// Why a top-level field name cannot be written (see [`Error::InvalidFieldName`]).
+///
+/// ```
+/// use natural_key_runtime::FieldNameProblem;
+/// assert!(FieldNameProblem::Dotted.to_string().contains("path"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FieldNameProblem {
+    /// Contains `.`: an update's `$set` would read it as a path and write into a nested field.
+    #[error("contains `.`, which an update reads as a path into another field")]
+    Dotted,
+    /// Starts with `$`: engines read it as an operator, or refuse it.
+    #[error("starts with `$`, which engines read as an operator")]
+    DollarPrefixed,
+    /// The empty name, which updates cannot address.
+    #[error("is empty, which an update cannot address")]
+    Empty,
+    /// One of natural-key's own names: `_id` where the id is derived, or any `_nk_` name.
+    #[error("is natural-key's own (`_id` of a derived id, or a name starting with `_nk_`)")]
+    Reserved,
+    /// The same name twice, as a flattened map key equal to a field's name produces.
+    #[error("appears twice in the document (a flattened map key equal to a field's name?)")]
+    Repeated,
 }
 
 /// Displays an error followed by its sources, `outer: inner: innermost` — for logs, since

@@ -25,13 +25,13 @@ pub use batch::{DEFAULT_BATCH_SIZE, MAX_BATCH_BYTES};
 pub use collection::{Collection, OpenCollection};
 pub use content::{canonical_hash, ContentHash, ParseContentHashError};
 pub use deployment::{Deployment, Engine, Limits};
-pub use error::{classify, Error, KeyError};
+pub use error::{classify, Error, FieldNameProblem, KeyError};
 pub use key::{
     compute_id, compute_identity, KeyPart, KeyTimestamp, KeyValue, Scheme, MAX_TIMESTAMP_MS,
 };
 pub use outcome::{BatchError, BatchReport, InsertOutcome, UpsertOutcome};
 pub use retry::{RetryPolicy, DEFAULT_ATTEMPT_TIMEOUT};
-pub use stored::{HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, WRITE_FIELD};
+pub use stored::{HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, RESERVED_PREFIX, WRITE_FIELD};
 pub use traits::{NaturalKey, RandomId};
 
 pub use bson;

@@ -6,9 +6,12 @@ use std::fmt;
 use bson::RawDocumentBuf;
 use ulid::Ulid;
 
-use crate::error::Error;
+use crate::error::{Error, FieldNameProblem};
 use crate::op::Target;
 use crate::traits::{NaturalKey, RandomId};
+
+/// Every name natural-key stores or will store begins with this; documents may not use it.
+pub const RESERVED_PREFIX: &str = "_nk_";
 
 /// Field holding the identity digest (hex SHA-256 of the non-timestamp key fields).
 pub const IDENTITY_FIELD: &str = "_nk_identity";
@@ -43,7 +46,8 @@ impl Prepared {
         let id = crate::key::ulid_from(doc.__timestamp_ms()?, &digest);
         let identity = crate::content::ContentHash(digest).to_string();
         let hash = doc.content_hash()?.to_string();
-        let mut body = to_body(doc)?;
+        let mut body = bson::to_raw_document_buf(doc).map_err(Error::serialize::<T>)?;
+        check_names(&body, OwnId::Derived).map_err(|e| e.into_error::<T>(t, id))?;
         body.append(IDENTITY_FIELD, identity.as_str());
         body.append(HASH_FIELD, hash.as_str());
         check_size(t, id, body.as_bytes().len() + ID_BYTES + TOKEN_BYTES)?;
@@ -74,8 +78,10 @@ impl PreparedEvent {
         // `_id` first, then the event's fields but its own `_id` (the `#[id]` field): one copy
         // of the serialized event.
         let raw = bson::to_raw_document_buf(doc).map_err(Error::serialize::<T>)?;
+        let id_text = id.to_string();
+        check_names(&raw, OwnId::Carried(&id_text)).map_err(|e| e.into_error::<T>(t, id))?;
         let mut body = RawDocumentBuf::new();
-        body.append("_id", id.to_string());
+        body.append("_id", id_text);
         append_fields(&mut body, &raw, Some("_id")).map_err(Error::serialize::<T>)?;
         if let Some(k) = &idempotency_key {
             body.append(IDEMPOTENCY_FIELD, k.as_str());
@@ -102,16 +108,78 @@ fn check_size(t: &Target, id: Ulid, bytes: usize) -> Result<(), Error> {
     Ok(())
 }
 
-/// The document's BSON, serialized once, without `_id`: the filter carries `_id`, and engines
-/// differ on `_id` inside `$set`/replacements.
-fn to_body<T: serde::Serialize>(doc: &T) -> Result<RawDocumentBuf, Error> {
-    let raw = bson::to_raw_document_buf(doc).map_err(Error::serialize::<T>)?;
-    if raw.get("_id").map_err(Error::serialize::<T>)?.is_none() {
-        return Ok(raw);
+/// Whose `_id` a serialized document may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OwnId<'a> {
+    /// A [`NaturalKey`] document: the library derives `_id`, so the document may not set it.
+    Derived,
+    /// A [`RandomId`] event: `_id` is its `#[id]` field, this text; any other `_id` would be
+    /// replaced by it.
+    Carried(&'a str),
+}
+
+/// A name [`check_names`] refused, or the document it could not read.
+#[derive(Debug)]
+pub(crate) enum NameError {
+    Name(String, FieldNameProblem),
+    Bson(bson::raw::Error),
+}
+
+impl NameError {
+    fn into_error<T: ?Sized>(self, t: &Target, id: Ulid) -> Error {
+        match self {
+            NameError::Name(field, problem) => Error::InvalidFieldName {
+                collection: t.namespace.clone(),
+                id,
+                field,
+                problem,
+            },
+            NameError::Bson(e) => Error::serialize::<T>(e),
+        }
     }
-    let mut body = RawDocumentBuf::new();
-    append_fields(&mut body, &raw, Some("_id")).map_err(Error::serialize::<T>)?;
-    Ok(body)
+}
+
+/// The one rule for the top-level names of a document natural-key writes (docs/crate.md,
+/// "Field names are data"): each becomes a field of its own, so none may be a path (`.`), an
+/// operator (`$`), empty, one of the library's names or a repeat. Names inside values are
+/// never interpreted and are not checked.
+pub(crate) fn check_names(doc: &RawDocumentBuf, own_id: OwnId<'_>) -> Result<(), NameError> {
+    let mut names = Vec::new();
+    for element in doc {
+        let (name, value) = element.map_err(NameError::Bson)?;
+        let id_is_ours = match own_id {
+            OwnId::Derived => true,
+            OwnId::Carried(id) => value.as_str() != Some(id),
+        };
+        if let Some(problem) = name_problem(name, id_is_ours) {
+            return Err(NameError::Name(name.to_string(), problem));
+        }
+        names.push(name);
+    }
+    names.sort_unstable();
+    match names.windows(2).find(|w| w[0] == w[1]) {
+        Some(w) => Err(NameError::Name(
+            w[0].to_string(),
+            FieldNameProblem::Repeated,
+        )),
+        None => Ok(()),
+    }
+}
+
+/// What is wrong with one top-level name, if anything (`id_is_ours`: natural-key writes this
+/// document's `_id`, so the document cannot).
+pub(crate) fn name_problem(name: &str, id_is_ours: bool) -> Option<FieldNameProblem> {
+    if name.is_empty() {
+        Some(FieldNameProblem::Empty)
+    } else if name.starts_with('$') {
+        Some(FieldNameProblem::DollarPrefixed)
+    } else if name.contains('.') {
+        Some(FieldNameProblem::Dotted)
+    } else if name.starts_with(RESERVED_PREFIX) || (name == "_id" && id_is_ours) {
+        Some(FieldNameProblem::Reserved)
+    } else {
+        None
+    }
 }
 
 /// Appends the fields of `src` to `dst`, but `skip`: a byte copy per field, no `Document`.

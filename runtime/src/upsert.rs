@@ -19,7 +19,7 @@ use crate::decide::{decide, Action, Sent, Stored};
 use crate::error::{classify, Error};
 use crate::op::{self, Refusal, Session, StoredIdentity, Target};
 use crate::outcome::UpsertOutcome;
-use crate::stored::{Prepared, HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
+use crate::stored::{name_problem, Prepared, HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
 
 /// How many read-decide-write rounds a document gets before [`Error::Contention`].
 pub(crate) const MAX_ROUNDS: u32 = 8;
@@ -187,13 +187,10 @@ fn plan(
                     continue;
                 }
                 Action::Insert => {
-                    let mut doc = RawDocumentBuf::new();
-                    doc.append("_id", p.id_text.as_str());
-                    crate::stored::append_fields(&mut doc, &p.body, None).map_err(serialize)?;
                     inserts.push(Outgoing {
                         item: i,
                         insert: true,
-                        doc,
+                        doc: insert_document(p)?,
                     });
                     continue;
                 }
@@ -211,6 +208,14 @@ fn plan(
         });
     }
     Ok((inserts, updates))
+}
+
+/// The document an `insert` carries: `_id`, then the stored fields.
+fn insert_document(p: &Prepared) -> Result<RawDocumentBuf, Error> {
+    let mut doc = RawDocumentBuf::new();
+    doc.append("_id", p.id_text.as_str());
+    crate::stored::append_fields(&mut doc, &p.body, None).map_err(serialize)?;
+    Ok(doc)
 }
 
 /// One `update` statement: by `_id` (and `_nk_identity` on a sharded collection, whose shard
@@ -241,8 +246,11 @@ fn statement(
             // Fields of the type that this value does not serialize (a skipped `None`) must
             // not keep an old value: reading the document back must give what was written.
             let mut unset = RawDocumentBuf::new();
+            // A name the body could not carry is no field of ours to unset (`a.b` would be a
+            // path into another field).
             for f in job.fields.unwrap_or_default() {
-                if *f != "_id" && !matches!(p.body.get(f), Ok(Some(_))) {
+                let ours = name_problem(f, true).is_none();
+                if ours && !matches!(p.body.get(f), Ok(Some(_))) {
                     unset.append(*f, "");
                 }
             }
@@ -411,4 +419,234 @@ async fn send_updates(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! No command natural-key builds carries a duplicate field name, whatever names a
+    //! document's data holds: the builders over arbitrary documents.
+    use std::collections::BTreeMap;
+
+    use bson::RawBsonRef;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::content::ContentHasher;
+    use crate::error::FieldNameProblem;
+    use crate::key::{KeySink, Normalize, Scheme, WriteKey};
+    use crate::op::write::command;
+    use crate::stored::PreparedEvent;
+    use crate::traits::{identity_index, IndexSpec, Indexes, NaturalKey, RandomId};
+
+    /// A document whose top-level names are data: a key, a timestamp, and a flattened map.
+    #[derive(Debug, serde::Serialize)]
+    struct Doc {
+        key: String,
+        at: i64,
+        #[serde(flatten)]
+        extra: BTreeMap<String, Bson>,
+    }
+
+    impl WriteKey for Doc {
+        const SCHEME: Scheme = Scheme::Default { namespace: "" };
+        fn write_key(&self, sink: &mut KeySink) -> Result<(), crate::KeyError> {
+            sink.part("key", &self.key, Normalize::NONE)
+        }
+    }
+    impl Indexes for Doc {
+        fn index_models() -> Vec<IndexSpec> {
+            vec![identity_index()]
+        }
+    }
+    impl NaturalKey for Doc {
+        fn __timestamp_ms(&self) -> Result<u64, crate::KeyError> {
+            crate::key::check_timestamp("at", self.at.into())
+        }
+        fn __write_content(&self, hasher: &mut ContentHasher) -> Result<(), Error> {
+            hasher.field::<Self, _>("key", &self.key)?;
+            hasher.field::<Self, _>("extra", &self.extra)
+        }
+    }
+
+    #[derive(Debug, serde::Serialize)]
+    struct Event {
+        #[serde(rename = "_id")]
+        id: Ulid,
+        #[serde(flatten)]
+        extra: BTreeMap<String, Bson>,
+    }
+    impl Indexes for Event {
+        fn index_models() -> Vec<IndexSpec> {
+            Vec::new()
+        }
+    }
+    impl RandomId for Event {
+        fn id(&self) -> Ulid {
+            self.id
+        }
+    }
+
+    /// Names drawn to collide: the library's own, the type's, paths, operators, the empty name.
+    fn name() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(String::new()),
+            Just("_id".to_string()),
+            Just("key".to_string()),
+            Just("at".to_string()),
+            Just("$set".to_string()),
+            Just("$unset".to_string()),
+            Just("q".to_string()),
+            Just("u".to_string()),
+            Just("upsert".to_string()),
+            Just(crate::stored::IDENTITY_FIELD.to_string()),
+            Just(crate::stored::HASH_FIELD.to_string()),
+            Just(WRITE_FIELD.to_string()),
+            Just(crate::stored::IDEMPOTENCY_FIELD.to_string()),
+            "[a-z_.$]{1,6}",
+            "\\PC{0,4}".prop_filter("BSON names have no NUL", |s| !s.contains('\0')),
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = Bson> {
+        let leaf = prop_oneof![
+            any::<i64>().prop_map(Bson::Int64),
+            "[a-z]{0,3}".prop_map(Bson::String),
+            Just(Bson::Null),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Bson::Array),
+                proptest::collection::vec((name(), inner), 0..4).prop_map(|fields| {
+                    // A `Document` keeps one value per name; nested names are data anyway.
+                    Bson::Document(fields.into_iter().collect())
+                }),
+            ]
+        })
+    }
+
+    fn extra() -> impl Strategy<Value = BTreeMap<String, Bson>> {
+        proptest::collection::btree_map(name(), value(), 0..6)
+    }
+
+    /// Every document level of `doc` (nested ones included) holds each name once.
+    fn assert_unique_names(doc: &bson::RawDocument, path: &str) {
+        let mut seen = std::collections::HashSet::new();
+        for element in doc {
+            let (name, value) = element.unwrap();
+            assert!(seen.insert(name), "`{name}` twice in {path}");
+            visit(value, &format!("{path}.{name}"));
+        }
+    }
+
+    fn visit(value: RawBsonRef<'_>, path: &str) {
+        match value {
+            RawBsonRef::Document(d) => assert_unique_names(d, path),
+            RawBsonRef::Array(a) => {
+                for (k, v) in a.into_iter().enumerate() {
+                    visit(v.unwrap(), &format!("{path}[{k}]"));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The rule of docs/crate.md, written out independently of `check_names`.
+    fn acceptable(extra: &BTreeMap<String, Bson>, own: &[&str], id: Option<&str>) -> bool {
+        extra.iter().all(|(n, v)| {
+            let own_id = n == "_id" && id.is_some_and(|id| v.as_str() == Some(id));
+            !n.is_empty()
+                && !n.starts_with('$')
+                && !n.contains('.')
+                && !n.starts_with("_nk_")
+                && (n != "_id" || own_id)
+                && !own.contains(&n.as_str())
+        })
+    }
+
+    fn target() -> (tokio::runtime::Runtime, Target) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = {
+            let _in_runtime = rt.enter();
+            let opts = mongodb::options::ClientOptions::builder()
+                .hosts(vec![mongodb::options::ServerAddress::default()])
+                .build();
+            mongodb::Client::with_options(opts).unwrap()
+        };
+        let hello = op::Hello {
+            msg: None,
+            max_bson_object_size: Some(16 * 1024 * 1024),
+            max_write_batch_size: Some(100_000),
+        };
+        let t = Target {
+            db: client.database("db"),
+            name: "c".into(),
+            namespace: "db.c".into(),
+            write_concern: Some(bson::rawdoc! {"w": "majority"}),
+            deployment: crate::Deployment::from_replies(&hello, None),
+            sharded: false,
+        };
+        (rt, t)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn no_command_carries_a_name_twice(extra in extra(), sharded: bool, hash: bool) {
+            let (_rt, mut t) = target();
+            t.sharded = sharded;
+            let doc = Doc { key: "k".into(), at: 1_700_000_000_000, extra };
+            let ok = acceptable(&doc.extra, &["key", "at"], None);
+            let p = match Prepared::of(&doc, &t) {
+                Ok(p) => p,
+                Err(Error::InvalidFieldName { field, problem, .. }) => {
+                    prop_assert!(!ok, "refused an acceptable name {field:?} ({problem:?})");
+                    prop_assert!(
+                        doc.extra.contains_key(&field) || problem == FieldNameProblem::Repeated
+                    );
+                    return Ok(());
+                }
+                Err(e) => return Err(TestCaseError::fail(format!("{e}"))),
+            };
+            prop_assert!(ok, "accepted {:?}", doc.extra.keys().collect::<Vec<_>>());
+            let describe = |_: usize| String::new();
+            let fields: &'static [&'static str] = &["key", "at", "absent_field", "a.b", "_id"];
+            let insert = insert_document(&p).unwrap();
+            assert_unique_names(&command(&t, "insert", "documents", &[&insert]).unwrap(), "insert");
+            for mode in [WriteMode::Merge, WriteMode::Replace] {
+                let job = Job { t: &t, mode, fields: Some(fields), describe: &describe };
+                let stored_hash = hash.then(|| Bson::String(p.hash.clone()));
+                let s = statement(&job, &p, stored_hash, "token").unwrap();
+                assert_unique_names(&command(&t, "update", "updates", &[&s]).unwrap(), "update");
+                if mode == WriteMode::Merge {
+                    // Only the type's own storable names are unset: never a path.
+                    let unset = s.get_document("u").unwrap().get_document("$unset");
+                    let unset: Vec<&str> = unset.into_iter().flatten().map(|e| e.unwrap().0).collect();
+                    prop_assert_eq!(unset, vec!["absent_field"]);
+                }
+            }
+        }
+
+        #[test]
+        fn no_event_insert_carries_a_name_twice(extra in extra()) {
+            let (_rt, t) = target();
+            let event = Event { id: Ulid::new(), extra };
+            let id = event.id.to_string();
+            let ok = acceptable(&event.extra, &[], Some(&id));
+            match PreparedEvent::of(&event, &t) {
+                Ok(p) => {
+                    prop_assert!(ok, "accepted {:?}", event.extra.keys().collect::<Vec<_>>());
+                    assert_unique_names(&command(&t, "insert", "documents", &[&p.body]).unwrap(), "insert");
+                    prop_assert_eq!(p.body.get_str("_id").unwrap(), id.as_str());
+                }
+                Err(Error::InvalidFieldName { field, .. }) => {
+                    prop_assert!(!ok, "refused an acceptable name {field:?}");
+                }
+                Err(e) => return Err(TestCaseError::fail(format!("{e}"))),
+            }
+        }
+    }
 }

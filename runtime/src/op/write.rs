@@ -195,7 +195,7 @@ pub(crate) fn chunks(
     out
 }
 
-fn command(
+pub(crate) fn command(
     t: &Target,
     name: &str,
     field: &str,
