@@ -129,6 +129,8 @@ pub struct Field<'a> {
     /// Attributes of the other derive (`#[key]` under RandomId, `#[id]` and
     /// `#[idempotency_key]` under NaturalKey), not parsed.
     pub other_derive: Vec<&'a Attribute>,
+    /// The name serde serializes the field under, where `#[serde(rename ...)]` gives one.
+    pub serde_rename: Option<LitStr>,
 }
 
 impl<'a> Field<'a> {
@@ -139,6 +141,7 @@ impl<'a> Field<'a> {
             id: false,
             idempotency_key: false,
             other_derive: Vec::new(),
+            serde_rename: None,
         };
         for attr in attrs {
             let path = attr.path();
@@ -168,6 +171,8 @@ impl<'a> Field<'a> {
                 } else {
                     out.idempotency_key = true;
                 }
+            } else if path.is_ident("serde") {
+                out.serde_rename = serde_rename(attr).or(out.serde_rename.take());
             } else if path.is_ident("natural_key") {
                 let r = attr.parse_nested_meta(|meta| {
                     if meta.path.is_ident("skip_hash") && derive == Derive::NaturalKey {
@@ -230,4 +235,39 @@ fn key(cx: &mut Ctxt, attr: &Attribute) -> Key {
         cx.syn_error(e);
     }
     k
+}
+
+/// The serialized name of `#[serde(rename = "...")]` or `#[serde(rename(serialize = "..."))]`.
+/// Anything else in a serde attribute is serde's to parse and report: a malformed one gives
+/// `None` here, never an error of ours.
+fn serde_rename(attr: &Attribute) -> Option<LitStr> {
+    let mut rename = None;
+    let _ = attr.parse_nested_meta(|meta| {
+        if !meta.path.is_ident("rename") {
+            return skip(&meta);
+        }
+        if meta.input.peek(syn::Token![=]) {
+            rename = Some(meta.value()?.parse()?);
+            return Ok(());
+        }
+        meta.parse_nested_meta(|inner| {
+            if inner.path.is_ident("serialize") {
+                rename = Some(inner.value()?.parse()?);
+                Ok(())
+            } else {
+                skip(&inner)
+            }
+        })
+    });
+    rename
+}
+
+/// Consumes the value or the parenthesized list of an option we do not read.
+fn skip(meta: &ParseNestedMeta) -> syn::Result<()> {
+    if meta.input.peek(syn::Token![=]) {
+        meta.value()?.parse::<syn::Expr>()?;
+    } else if meta.input.peek(syn::token::Paren) {
+        meta.input.parse::<proc_macro2::Group>()?;
+    }
+    Ok(())
 }

@@ -13,6 +13,7 @@ pub fn check(cx: &mut Ctxt, cont: &Container) {
     };
     for field in fields {
         check_field(cx, field);
+        check_stored_name(cx, cont.derive, field);
     }
     match cont.derive {
         Derive::NaturalKey => check_keys(cx, cont, fields),
@@ -66,6 +67,36 @@ fn check_field(cx: &mut Ctxt, field: &Field) {
             "`#[id]` and `#[idempotency_key]` must be different fields",
         );
     }
+}
+
+/// The compile-time half of the runtime's rule for top-level names (`check_names` in the
+/// runtime's `stored.rs`, the one home of the rule; a proc-macro crate cannot import it): a field
+/// serialized under one of natural-key's names, a path, an operator or the empty name would be
+/// refused at every write, so it is refused here, where the name is written. Flattened maps
+/// are left to the runtime.
+fn check_stored_name(cx: &mut Ctxt, derive: Derive, field: &Field) {
+    use syn::ext::IdentExt;
+    let (name, span): (String, &dyn quote::ToTokens) = match &field.attrs.serde_rename {
+        Some(lit) => (lit.value(), lit),
+        None => (field.ident.unraw().to_string(), field.ident),
+    };
+    let problem = if name.starts_with("_nk_") {
+        "is reserved: natural-key stores its own fields under `_nk_` names"
+    } else if name == "_id" && derive == Derive::NaturalKey {
+        "is the id natural-key derives from the key fields; a NaturalKey type does not store \
+         an `_id` of its own (read it with `id()`)"
+    } else if name == "_id" && !field.attrs.id {
+        "is the event's id: only the `#[id]` field is stored as `_id`"
+    } else if name.is_empty() {
+        "is empty; updates cannot address it"
+    } else if name.starts_with('$') {
+        "starts with `$`, which engines read as an operator"
+    } else if name.contains('.') {
+        "contains `.`, which an update reads as a path into another field"
+    } else {
+        return;
+    };
+    cx.error_spanned_by(span, format!("the stored field name {name:?} {problem}"));
 }
 
 fn check_keys(cx: &mut Ctxt, cont: &Container, fields: &[Field]) {
