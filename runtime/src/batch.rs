@@ -22,8 +22,9 @@ pub const DEFAULT_BATCH_SIZE: usize = 10_000;
 /// engine's limits.
 pub const MAX_BATCH_BYTES: usize = 32 * 1024 * 1024;
 
-/// Progress callback: called with the running report after each batch.
-pub(crate) type Progress<'a> = Box<dyn FnMut(&BatchReport) + Send + 'a>;
+/// Progress callback: called with the running report after each batch (of writes, or of a
+/// maintenance scan).
+pub(crate) type Progress<'a, R = BatchReport> = Box<dyn FnMut(&R) + Send + 'a>;
 
 /// Options of the batch builders.
 pub(crate) struct Options<'a> {

@@ -214,6 +214,19 @@ pub enum Error {
         after: std::time::Duration,
     },
 
+    /// A maintenance step (adopt, rekey, prune) found a document changed or gone since it read
+    /// it, and left it as it is. Run the operation again: it reads afresh.
+    #[error(
+        "document {id} in `{collection}` changed or vanished since it was read; it was left as \
+         it is: run the operation again"
+    )]
+    ConcurrentChange {
+        /// `database.collection`.
+        collection: String,
+        /// The document's id (the derived id it was being moved to, for a move).
+        id: String,
+    },
+
     /// A stored document has a shape natural-key does not expect (e.g. a non-string `_id`).
     #[error("unexpected stored document in `{collection}`: {message}")]
     UnexpectedDocument {
@@ -241,7 +254,10 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Error::Transient(_) | Error::Contention { .. } | Error::Timeout { .. }
+            Error::Transient(_)
+                | Error::Contention { .. }
+                | Error::Timeout { .. }
+                | Error::ConcurrentChange { .. }
         )
     }
 

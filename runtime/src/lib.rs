@@ -13,6 +13,7 @@ mod deployment;
 mod error;
 mod insert;
 mod key;
+mod maintain;
 mod op;
 mod outcome;
 mod retry;
@@ -29,6 +30,9 @@ pub use error::{classify, Error, FieldNameProblem, KeyError};
 pub use key::{
     compute_id, compute_identity, KeyPart, KeyTimestamp, KeyValue, Scheme, MAX_TIMESTAMP_MS,
 };
+pub use maintain::adopt::{Adopt, AdoptReport, Candidate};
+pub use maintain::audit::{Audit, AuditReport, Finding};
+pub use maintain::{DEFAULT_SAMPLE, LEGACY_IDS_FIELD, MOVED_TO_FIELD};
 pub use outcome::{BatchError, BatchReport, InsertOutcome, UpsertOutcome};
 pub use retry::{RetryPolicy, DEFAULT_ATTEMPT_TIMEOUT};
 pub use stored::{HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, RESERVED_PREFIX, WRITE_FIELD};

@@ -87,3 +87,68 @@ pub(crate) async fn cursor<T: DeserializeOwned>(
     }
     Ok(out)
 }
+
+/// A streaming read of a whole result: one `find`, then a `getMore` per batch, each batch
+/// handed out before the next is asked for, so memory holds one batch at most.
+pub(crate) struct Scan<'t> {
+    t: &'t Target,
+    batch_size: i32,
+    state: ScanState,
+}
+
+enum ScanState {
+    Start(RawDocumentBuf),
+    More(i64),
+    Done,
+}
+
+impl<'t> Scan<'t> {
+    /// `filter`, with only `fields` projected (`None`: whole documents), `batch_size`
+    /// documents per round trip; in `_id` order, which every engine can give from its index.
+    pub(crate) fn new(
+        t: &'t Target,
+        filter: RawDocumentBuf,
+        fields: Option<&[&str]>,
+        batch_size: usize,
+    ) -> Self {
+        let mut cmd = RawDocumentBuf::new();
+        cmd.append("find", t.name.as_str());
+        cmd.append("filter", filter);
+        if let Some(fields) = fields {
+            let mut projection = RawDocumentBuf::new();
+            for f in fields {
+                projection.append(*f, 1);
+            }
+            cmd.append("projection", projection);
+        }
+        let batch_size = i32::try_from(batch_size.max(1)).unwrap_or(i32::MAX);
+        cmd.append("batchSize", batch_size);
+        Scan {
+            t,
+            batch_size,
+            state: ScanState::Start(cmd),
+        }
+    }
+
+    /// The next batch, or `None` at the end.
+    pub(crate) async fn next<T: DeserializeOwned>(
+        &mut self,
+    ) -> Result<Option<Vec<T>>, mongodb::error::Error> {
+        let reply: CursorReply<T> = match std::mem::replace(&mut self.state, ScanState::Done) {
+            ScanState::Done => return Ok(None),
+            ScanState::Start(cmd) => parse(self.t.run(cmd, None).await?, "find")?,
+            ScanState::More(id) => {
+                let more = doc! {
+                    "getMore": id,
+                    "collection": self.t.name.as_str(),
+                    "batchSize": self.batch_size,
+                };
+                parse(self.t.run(raw(&more)?, None).await?, "getMore")?
+            }
+        };
+        if reply.cursor.id != 0 {
+            self.state = ScanState::More(reply.cursor.id);
+        }
+        Ok(Some(reply.cursor.batch))
+    }
+}

@@ -11,10 +11,10 @@ mod hello;
 mod indexes;
 pub(crate) mod write;
 
-pub(crate) use find::{find, StoredEvent, StoredIdentity};
+pub(crate) use find::{find, Scan, StoredEvent, StoredIdentity};
 pub(crate) use hello::{build_info, hello, BuildInfo, Hello};
 pub(crate) use indexes::{create_index, list_indexes, IndexInfo};
-pub(crate) use write::{chunks, insert, update, Refusal};
+pub(crate) use write::{chunks, delete, insert, update, Refusal};
 
 use bson::{Document, RawDocumentBuf};
 use mongodb::action::Action;

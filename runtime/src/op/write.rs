@@ -11,9 +11,12 @@ use super::{parse, Session, Target};
 use crate::error::{classify, server_code, Error};
 use crate::stored::{IDEMPOTENCY_FIELD, IDENTITY_FIELD};
 
-/// The reply of an `insert` or `update` command (the fields natural-key reads).
+/// The reply of an `insert`, `update` or `delete` command (the fields natural-key reads).
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct WriteReply {
+    /// Documents matched (update) or deleted (delete).
+    #[serde(default)]
+    pub(crate) n: i64,
     #[serde(default)]
     pub(crate) upserted: Vec<Upserted>,
     #[serde(rename = "writeErrors", default)]
@@ -233,6 +236,16 @@ pub(crate) async fn update(
 ) -> Result<WriteReply, mongodb::error::Error> {
     let cmd = command(t, "update", "updates", statements)?;
     parse(t.run(cmd, session).await?, "update")
+}
+
+/// One unordered `delete` of `statements` (`{q, limit}` documents).
+pub(crate) async fn delete(
+    t: &Target,
+    statements: &[&RawDocumentBuf],
+    session: Session<'_>,
+) -> Result<WriteReply, mongodb::error::Error> {
+    let cmd = command(t, "delete", "deletes", statements)?;
+    parse(t.run(cmd, session).await?, "delete")
 }
 
 #[cfg(test)]

@@ -1,0 +1,499 @@
+//! `adopt`: every legacy or drifted document moved under its derived id, duplicates with
+//! identical content collapsed, duplicates with differing content left to a policy.
+//!
+//! Order of writes, per identity: release the identity a drifted document holds (it is marked
+//! [`MOVED_TO_FIELD`]), write the derived-id document with the old ids in
+//! [`LEGACY_IDS_FIELD`], delete the old documents. Killed anywhere, the next run finds either
+//! the old documents alone (and starts again) or the derived-id document beside old ones that
+//! it lists or that hold its content (and deletes them): never none, never two for good.
+
+use std::collections::{HashMap, HashSet};
+use std::future::IntoFuture;
+
+use bson::{doc, Bson, Document, RawDocumentBuf};
+use serde::de::DeserializeOwned;
+use ulid::Ulid;
+
+use super::audit::{self, AuditReport, Finding};
+use super::{
+    apply, classify, Kind, Read, Seen, State, DEFAULT_SAMPLE, LEGACY_IDS_FIELD, MOVED_TO_FIELD,
+    SCAN_BATCH,
+};
+use crate::batch::Progress;
+use crate::collection::Collection;
+use crate::content::ContentHash;
+use crate::error::{classify as classify_error, Error};
+use crate::op::{Scan, Target};
+use crate::stored::{HASH_FIELD, IDENTITY_FIELD, RESERVED_PREFIX};
+use crate::traits::NaturalKey;
+
+type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+type Policy<'a, T> = Box<dyn FnMut(&[Candidate<T>]) -> Option<usize> + Send + 'a>;
+
+/// One of the documents that hold an identity with differing content, offered to the
+/// [`Adopt::on_conflict`] policy.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Candidate<T> {
+    /// Its stored `_id`.
+    pub id: Bson,
+    /// The document.
+    pub doc: T,
+    /// It is the natural-key document at the derived id (others are legacy or drifted).
+    pub at_home: bool,
+}
+
+/// What [`Collection::adopt`] did (or, in a dry run, would do).
+///
+/// ```
+/// let report = natural_key::AdoptReport::default();
+/// assert_eq!(report.adopted + report.merged, 0);
+/// ```
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct AdoptReport {
+    /// What the first scan found.
+    pub audit: AuditReport,
+    /// Legacy or drifted documents now stored under their derived id.
+    pub adopted: u64,
+    /// Surplus documents deleted because the derived-id document holds their content (or the
+    /// policy chose another).
+    pub merged: u64,
+    /// Identities with differing content resolved by the policy.
+    pub resolved: u64,
+    /// Identities with differing content left untouched (no policy, or it chose none): the
+    /// first `_id` of each, as in the audit.
+    pub conflicts: Finding,
+    /// Documents a write was refused for, by stored `_id`; they are as they were (run adopt
+    /// again for those that changed concurrently).
+    pub failures: Vec<(Bson, Error)>,
+    /// Each old `_id` with the derived id that now holds its content, when asked for with
+    /// [`Adopt::mapping`].
+    pub mapping: Vec<(Bson, Ulid)>,
+    /// Nothing was written: the counts say what a run would do.
+    pub dry_run: bool,
+}
+
+/// Builder returned by [`Collection::adopt`]; `.await` it.
+#[must_use = "adopt does nothing until awaited"]
+pub struct Adopt<'a, T: Send + Sync> {
+    coll: &'a Collection<T>,
+    dry_run: bool,
+    mapping: bool,
+    sample: usize,
+    policy: Option<Policy<'a, T>>,
+    progress: Option<Progress<'a, AdoptReport>>,
+}
+
+impl<'a, T: Send + Sync> Adopt<'a, T> {
+    /// Computes everything and writes nothing.
+    pub fn dry_run(mut self) -> Self {
+        self.dry_run = true;
+        self
+    }
+
+    /// Lists each old `_id` with its new id in [`AdoptReport::mapping`] (unbounded: one
+    /// entry per adopted or merged document).
+    pub fn mapping(mut self) -> Self {
+        self.mapping = true;
+        self
+    }
+
+    /// How many ids the report keeps per finding (default [`DEFAULT_SAMPLE`]).
+    pub fn sample(mut self, n: usize) -> Self {
+        self.sample = n;
+        self
+    }
+
+    /// Resolves an identity held by documents with differing content: return the index of
+    /// the candidate to keep (its content goes under the derived id, the others are deleted
+    /// and their ids recorded), or `None` to leave them all. Without a policy they are left.
+    /// A policy must choose the same on a rerun (say, the newest by a field), which is what
+    /// makes a killed run converge.
+    pub fn on_conflict(
+        mut self,
+        f: impl FnMut(&[Candidate<T>]) -> Option<usize> + Send + 'a,
+    ) -> Self {
+        self.policy = Some(Box::new(f));
+        self
+    }
+
+    /// Called with the running report after each batch.
+    pub fn on_progress(mut self, f: impl FnMut(&AdoptReport) + Send + 'a) -> Self {
+        self.progress = Some(Box::new(f));
+        self
+    }
+}
+
+impl<T: NaturalKey + DeserializeOwned + Send + Sync> Collection<T> {
+    /// Turns every legacy document (no `_nk_identity`: random ids, ObjectIds, ids of another
+    /// scheme) and every drifted one into a natural-key document under its derived id, its
+    /// old `_id` kept in `_nk_legacy_ids`; duplicates with identical content collapse into
+    /// one. Clean documents are never touched; a second run sends no write. Two scans; memory
+    /// is one batch plus about 80 bytes per identity (and the documents of identities with
+    /// differing content, which are resolved at the end).
+    ///
+    /// ```no_run
+    /// # use natural_key::prelude::*;
+    /// # #[derive(NaturalKey, Serialize, Deserialize)]
+    /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64, edited_at: i64 }
+    /// # async fn f(posts: natural_key::Collection<Post>) -> Result<(), natural_key::Error> {
+    /// let plan = posts.adopt().dry_run().await?;
+    /// println!("would adopt {} and merge {}", plan.adopted, plan.merged);
+    /// let done = posts
+    ///     .adopt()
+    ///     .on_conflict(|c| (0..c.len()).max_by_key(|&i| c[i].doc.edited_at))
+    ///     .await?;
+    /// assert!(done.failures.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn adopt(&self) -> Adopt<'_, T> {
+        Adopt {
+            coll: self,
+            dry_run: false,
+            mapping: false,
+            sample: DEFAULT_SAMPLE,
+            policy: None,
+            progress: None,
+        }
+    }
+}
+
+impl<'a, T> IntoFuture for Adopt<'a, T>
+where
+    T: NaturalKey + DeserializeOwned + Send + Sync,
+{
+    type Output = Result<AdoptReport, Error>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(mut self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let mut report = AdoptReport {
+                dry_run: self.dry_run,
+                ..AdoptReport::default()
+            };
+            let mut groups = audit::scan(self.coll, self.sample, &mut report.audit, |_| {}).await?;
+            audit::finish(&groups, self.sample, &mut report.audit);
+            if report.audit.is_clean() {
+                return Ok(report);
+            }
+            let t = &self.coll.target;
+            let mut conflicted: HashMap<[u8; 32], Vec<Read<T>>> = HashMap::new();
+            let mut scan = Scan::new(t, RawDocumentBuf::new(), None, SCAN_BATCH);
+            while let Some(batch) = scan.next::<Document>().await.map_err(classify_error)? {
+                let mut plan = Plan::default();
+                for stored in batch {
+                    let Seen::Read(r) = classify::<T>(stored) else {
+                        continue;
+                    };
+                    let Some(g) = groups.0.get_mut(&r.identity) else {
+                        continue;
+                    };
+                    if g.differs {
+                        conflicted.entry(r.identity).or_default().push(r);
+                    } else if !r.state.is_at_home() {
+                        plan.streamed(g, r)?;
+                    }
+                }
+                plan.run(t, self.dry_run, self.mapping, &mut report).await?;
+                if let Some(p) = self.progress.as_mut() {
+                    p(&report);
+                }
+            }
+            let mut plan = Plan::default();
+            for (_, members) in conflicted {
+                plan.conflicted(members, &mut self, &mut report)?;
+            }
+            plan.run(t, self.dry_run, self.mapping, &mut report).await?;
+            if let Some(p) = self.progress.as_mut() {
+                p(&report);
+            }
+            Ok(report)
+        })
+    }
+}
+
+/// The writes of one step, in the order they must land.
+#[derive(Default)]
+struct Plan {
+    /// Documents releasing the identity they hold, with the id they move to.
+    releases: Vec<(Bson, Ulid)>,
+    /// Derived-id documents to insert.
+    homes: Vec<(Ulid, RawDocumentBuf)>,
+    /// `update` statements that settle a derived-id document in place (identity set, a
+    /// policy's winner written: `true`) or add old ids to it (`false`), with the id.
+    updates: Vec<(Ulid, RawDocumentBuf, bool)>,
+    /// Old documents to delete once their home holds them, with that home.
+    deletes: Vec<(Bson, Ulid)>,
+}
+
+impl Plan {
+    /// A non-home document of an identity whose documents all hold one content (so one
+    /// derived id).
+    fn streamed<T>(&mut self, g: &mut super::Group, r: Read<T>) -> Result<(), Error> {
+        let identity = ContentHash(r.identity).to_string();
+        let to = r.derived;
+        if g.at_home {
+            let s = statement(
+                doc! {"_id": to.to_string(), IDENTITY_FIELD: &identity},
+                doc! {"$addToSet": {LEGACY_IDS_FIELD: r.id.clone()}},
+            )?;
+            self.updates.push((to, s, false));
+            self.deletes.push((r.id, to));
+        } else if super::id_is(&r.id, to) {
+            // At its derived id already, without (or with a stale) identity.
+            let s = statement(
+                doc! {"_id": to.to_string()},
+                doc! {
+                    "$set": {IDENTITY_FIELD: &identity, HASH_FIELD: r.hash.to_string()},
+                    "$unset": {MOVED_TO_FIELD: ""},
+                },
+            )?;
+            self.updates.push((to, s, true));
+        } else {
+            if r.state == State::IdDrift {
+                self.releases.push((r.id.clone(), to));
+            }
+            let body = home(&r.stored, &identity, &r.hash, std::slice::from_ref(&r.id))?;
+            self.homes.push((to, body));
+            self.deletes.push((r.id, to));
+        }
+        g.at_home = true;
+        Ok(())
+    }
+
+    /// All documents of one identity whose content differs.
+    fn conflicted<T: Send + Sync>(
+        &mut self,
+        members: Vec<Read<T>>,
+        adopt: &mut Adopt<'_, T>,
+        report: &mut AdoptReport,
+    ) -> Result<(), Error> {
+        let (candidates, mut members): (Vec<Candidate<T>>, Vec<Read<()>>) =
+            members.into_iter().map(Read::split).unzip();
+        // Old documents the home lists were settled by an earlier run: delete them unasked.
+        let listed: Vec<Bson> = members
+            .iter()
+            .find(|m| m.state.is_at_home())
+            .and_then(|h| h.stored.get_array(LEGACY_IDS_FIELD).ok())
+            .cloned()
+            .unwrap_or_default();
+        let settled = |m: &Read<()>| !m.state.is_at_home() && listed.contains(&m.id);
+        let candidates: Vec<Candidate<T>> = candidates
+            .into_iter()
+            .zip(&members)
+            .filter(|(_, m)| !settled(m))
+            .map(|(c, _)| c)
+            .collect();
+        for m in members.iter().filter(|m| settled(m)) {
+            self.deletes.push((m.id.clone(), m.derived));
+        }
+        members.retain(|m| !settled(m));
+        let same = members.windows(2).all(|w| w[0].hash == w[1].hash);
+        let winner = if same {
+            members
+                .iter()
+                .position(|m| m.state.is_at_home())
+                .or(Some(0))
+        } else {
+            adopt
+                .policy
+                .as_mut()
+                .and_then(|policy| policy(&candidates))
+                .filter(|&w| w < members.len())
+        };
+        let Some(w) = winner else {
+            report.conflicts.count += 1;
+            if report.conflicts.sample.len() < adopt.sample {
+                report.conflicts.sample.push(members[0].id.clone());
+            }
+            return Ok(());
+        };
+        if !same {
+            report.resolved += 1;
+        }
+        let to = members[w].derived;
+        let identity = ContentHash(members[w].identity).to_string();
+        let occupant = members.iter().position(|m| super::id_is(&m.id, to));
+        let mut ids = listed.clone();
+        ids.extend(
+            members
+                .iter()
+                .filter(|m| !super::id_is(&m.id, to))
+                .map(|m| m.id.clone()),
+        );
+        let body = home(&members[w].stored, &identity, &members[w].hash, &ids)?;
+        for m in &members {
+            if !super::id_is(&m.id, to) {
+                if m.state != State::Legacy {
+                    self.releases.push((m.id.clone(), to));
+                }
+                self.deletes.push((m.id.clone(), to));
+            }
+        }
+        match occupant {
+            // Replaced only while it is as the scan read it.
+            Some(o) => {
+                let mut q = doc! {"_id": to.to_string()};
+                match members[o].stored.get(HASH_FIELD) {
+                    Some(h) => q.insert(HASH_FIELD, h.clone()),
+                    None => q.insert(HASH_FIELD, doc! {"$exists": false}),
+                };
+                let mut s = RawDocumentBuf::new();
+                s.append("q", raw(&q)?);
+                s.append("u", body);
+                self.updates.push((to, s, true));
+            }
+            None => self.homes.push((to, body)),
+        }
+        Ok(())
+    }
+
+    /// Sends the plan (or, in a dry run, counts it): each step only for the homes whose
+    /// previous step landed.
+    async fn run(
+        self,
+        t: &Target,
+        dry: bool,
+        mapping: bool,
+        report: &mut AdoptReport,
+    ) -> Result<(), Error> {
+        let mut failed: HashSet<Ulid> = HashSet::new();
+        let releases = self
+            .releases
+            .iter()
+            .map(|(id, to)| {
+                statement(
+                    doc! {"_id": id.clone()},
+                    doc! {"$unset": {IDENTITY_FIELD: ""}, "$set": {MOVED_TO_FIELD: to.to_string()}},
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let releases = self
+            .releases
+            .iter()
+            .map(|(_, to)| *to)
+            .zip(releases)
+            .collect();
+        for (r, (id, to)) in send(t, dry, Kind::Update, releases)
+            .await?
+            .into_iter()
+            .zip(self.releases)
+        {
+            if let Err(e) = r {
+                failed.insert(to);
+                report.failures.push((id, e));
+            }
+        }
+        let homes: Vec<(Ulid, RawDocumentBuf)> = self
+            .homes
+            .into_iter()
+            .filter(|(to, _)| !failed.contains(to))
+            .map(|(to, body)| {
+                let mut d = RawDocumentBuf::new();
+                d.append("_id", to.to_string());
+                crate::stored::append_fields(&mut d, &body, None)
+                    .map_err(Error::serialize::<Document>)?;
+                Ok((to, d))
+            })
+            .collect::<Result<_, Error>>()?;
+        let (homes_count, updates): (Vec<bool>, Vec<(Ulid, RawDocumentBuf)>) = self
+            .updates
+            .into_iter()
+            .filter(|(to, _, _)| !failed.contains(to))
+            .map(|(to, s, home)| (home, (to, s)))
+            .unzip();
+        let counts = [vec![true; homes.len()], homes_count];
+        for ((kind, items), counts) in [(Kind::Insert, homes), (Kind::Update, updates)]
+            .into_iter()
+            .zip(counts)
+        {
+            let tos: Vec<Ulid> = items.iter().map(|(to, _)| *to).collect();
+            let results = send(t, dry, kind, items).await?;
+            for ((r, to), home) in results.into_iter().zip(tos).zip(counts) {
+                match r {
+                    Ok(()) => report.adopted += u64::from(home),
+                    Err(e) => {
+                        failed.insert(to);
+                        report.failures.push((Bson::String(to.to_string()), e));
+                    }
+                }
+            }
+        }
+        let deletes: Vec<(Bson, Ulid)> = self
+            .deletes
+            .into_iter()
+            .filter(|(_, to)| !failed.contains(to))
+            .collect();
+        let statements = deletes
+            .iter()
+            .map(|(id, to)| {
+                let mut s = RawDocumentBuf::new();
+                s.append("q", raw(&doc! {"_id": id.clone()})?);
+                s.append("limit", 1);
+                Ok((*to, s))
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        for (r, (id, to)) in send(t, dry, Kind::Delete, statements)
+            .await?
+            .into_iter()
+            .zip(deletes)
+        {
+            match r {
+                Ok(()) => {
+                    report.merged += 1;
+                    if mapping {
+                        report.mapping.push((id, to));
+                    }
+                }
+                Err(e) => report.failures.push((id, e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `apply`, or in a dry run the success it would have.
+async fn send(
+    t: &Target,
+    dry: bool,
+    kind: Kind,
+    docs: Vec<(Ulid, RawDocumentBuf)>,
+) -> Result<Vec<Result<(), Error>>, Error> {
+    if dry {
+        return Ok(docs.iter().map(|_| Ok(())).collect());
+    }
+    apply(t, kind, docs).await
+}
+
+fn raw(d: &Document) -> Result<RawDocumentBuf, Error> {
+    RawDocumentBuf::from_document(d).map_err(Error::serialize::<Document>)
+}
+
+/// An `update` statement `{q, u}` (no upsert, one document).
+fn statement(q: Document, u: Document) -> Result<RawDocumentBuf, Error> {
+    let mut s = RawDocumentBuf::new();
+    s.append("q", raw(&q)?);
+    s.append("u", raw(&u)?);
+    Ok(s)
+}
+
+/// The derived-id document for a stored one: every stored field but `_id` and natural-key's
+/// own (other code's fields are kept), then identity, hash and the old ids.
+fn home(
+    stored: &Document,
+    identity: &str,
+    hash: &ContentHash,
+    ids: &[Bson],
+) -> Result<RawDocumentBuf, Error> {
+    let mut d = Document::new();
+    for (k, v) in stored {
+        if k != "_id" && !k.starts_with(RESERVED_PREFIX) {
+            d.insert(k.clone(), v.clone());
+        }
+    }
+    d.insert(IDENTITY_FIELD, identity);
+    d.insert(HASH_FIELD, hash.to_string());
+    d.insert(LEGACY_IDS_FIELD, ids.to_vec());
+    raw(&d)
+}

@@ -1,0 +1,240 @@
+//! `audit`: one scan of a collection, every document classified against the id its own fields
+//! derive, duplicates counted per identity.
+
+use std::fmt;
+use std::future::IntoFuture;
+
+use bson::{Bson, Document};
+use serde::de::DeserializeOwned;
+
+use super::{classify, Groups, Seen, State, DEFAULT_SAMPLE, SCAN_BATCH};
+use crate::batch::Progress;
+use crate::collection::Collection;
+use crate::content::ContentHash;
+use crate::error::{classify as classify_error, Error};
+use crate::op::Scan;
+use crate::traits::NaturalKey;
+
+type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// How many documents showed one finding, and a few of their `_id`s.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Finding {
+    /// Documents (or, for duplicates, identities) with this finding.
+    pub count: u64,
+    /// Up to the report's sample size of their `_id`s, as stored (for duplicates, the first
+    /// document seen of each identity).
+    pub sample: Vec<Bson>,
+}
+
+impl Finding {
+    fn note(&mut self, id: &Bson, sample: usize) {
+        self.count += 1;
+        if self.sample.len() < sample {
+            self.sample.push(id.clone());
+        }
+    }
+}
+
+/// What [`Collection::audit`] found. `Display` is a table.
+///
+/// ```
+/// let report = natural_key::AuditReport::default();
+/// assert!(report.is_clean());
+/// assert!(report.to_string().contains("clean"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct AuditReport {
+    /// Documents read.
+    pub scanned: u64,
+    /// Documents at their derived id, with identity and hash: nothing to do.
+    pub clean: u64,
+    /// Documents that do not deserialize into the type (or whose keys give no id).
+    pub unreadable: Finding,
+    /// Why the first unreadable document could not be read.
+    pub first_unreadable: Option<String>,
+    /// Documents without `_nk_identity`: written by other code (random ids, ObjectIds), or
+    /// released by a move that did not finish.
+    pub legacy: Finding,
+    /// Documents with `_nk_identity` whose `_id` (or identity) is not what their fields
+    /// derive: a key field, usually the timestamp, edited by other code.
+    pub id_drift: Finding,
+    /// Documents clean but for `_nk_hash` (absent, or edited outside the library): harmless;
+    /// the next upsert rewrites it.
+    pub hash_drift: Finding,
+    /// Identities held by two or more documents with identical content (counted once per
+    /// identity): the seed's failure, a lost acknowledgement retried under a fresh id.
+    pub duplicates_identical: Finding,
+    /// Identities held by two or more documents whose content differs: adopt leaves them to
+    /// an `on_conflict` policy.
+    pub duplicates_differing: Finding,
+    /// Documents beyond the first of each duplicated identity.
+    pub surplus_documents: u64,
+}
+
+impl AuditReport {
+    /// Nothing for [`Collection::adopt`] to do: no legacy document, no drifted id, no
+    /// duplicate (hash drift is harmless and unreadable documents are not adopt's to fix).
+    pub fn is_clean(&self) -> bool {
+        self.legacy.count == 0
+            && self.id_drift.count == 0
+            && self.duplicates_identical.count == 0
+            && self.duplicates_differing.count == 0
+    }
+}
+
+impl fmt::Display for AuditReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rows: [(&str, u64, &[Bson]); 8] = [
+            ("scanned", self.scanned, &[]),
+            ("clean", self.clean, &[]),
+            ("unreadable", self.unreadable.count, &self.unreadable.sample),
+            ("legacy", self.legacy.count, &self.legacy.sample),
+            ("id drift", self.id_drift.count, &self.id_drift.sample),
+            ("hash drift", self.hash_drift.count, &self.hash_drift.sample),
+            (
+                "duplicates, identical",
+                self.duplicates_identical.count,
+                &self.duplicates_identical.sample,
+            ),
+            (
+                "duplicates, differing",
+                self.duplicates_differing.count,
+                &self.duplicates_differing.sample,
+            ),
+        ];
+        writeln!(f, "{:<22} {:>10}  sample", "finding", "count")?;
+        for (name, count, sample) in rows {
+            let ids: Vec<String> = sample.iter().map(crate::stored::id_text).collect();
+            writeln!(f, "{name:<22} {count:>10}  {}", ids.join(" "))?;
+        }
+        write!(
+            f,
+            "{:<22} {:>10}",
+            "surplus documents", self.surplus_documents
+        )
+    }
+}
+
+/// Builder returned by [`Collection::audit`]; `.await` it.
+#[must_use = "an audit does nothing until awaited"]
+pub struct Audit<'a, T: Send + Sync> {
+    coll: &'a Collection<T>,
+    sample: usize,
+    progress: Option<Progress<'a, AuditReport>>,
+}
+
+impl<'a, T: Send + Sync> Audit<'a, T> {
+    /// How many ids to keep per finding (default [`DEFAULT_SAMPLE`]).
+    pub fn sample(mut self, n: usize) -> Self {
+        self.sample = n;
+        self
+    }
+
+    /// Called with the running report after each batch read.
+    pub fn on_progress(mut self, f: impl FnMut(&AuditReport) + Send + 'a) -> Self {
+        self.progress = Some(Box::new(f));
+        self
+    }
+}
+
+impl<T: NaturalKey + DeserializeOwned + Send + Sync> Collection<T> {
+    /// Reads the collection once and reports what it holds against the ids the documents'
+    /// own fields derive: legacy documents, duplicates, drifted ids and hashes, documents
+    /// that are not `T`. Writes nothing. Memory: one batch of documents and about 80 bytes per
+    /// identity.
+    ///
+    /// ```no_run
+    /// # use natural_key::prelude::*;
+    /// # #[derive(NaturalKey, Serialize, Deserialize)]
+    /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64 }
+    /// # async fn f(posts: natural_key::Collection<Post>) -> Result<(), natural_key::Error> {
+    /// let report = posts.audit().await?;
+    /// println!("{report}");
+    /// if !report.is_clean() {
+    ///     posts.adopt().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn audit(&self) -> Audit<'_, T> {
+        Audit {
+            coll: self,
+            sample: DEFAULT_SAMPLE,
+            progress: None,
+        }
+    }
+}
+
+impl<'a, T> IntoFuture for Audit<'a, T>
+where
+    T: NaturalKey + DeserializeOwned + Send + Sync,
+{
+    type Output = Result<AuditReport, Error>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(mut self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let mut report = AuditReport::default();
+            let groups = scan(self.coll, self.sample, &mut report, |r| {
+                if let Some(p) = self.progress.as_mut() {
+                    p(r)
+                }
+            })
+            .await?;
+            finish(&groups, self.sample, &mut report);
+            Ok(report)
+        })
+    }
+}
+
+/// One scan: every document classified into `report`, every identity into the groups.
+pub(crate) async fn scan<T: NaturalKey + DeserializeOwned + Send + Sync>(
+    coll: &Collection<T>,
+    sample: usize,
+    report: &mut AuditReport,
+    mut progress: impl FnMut(&AuditReport) + Send,
+) -> Result<Groups, Error> {
+    let mut groups = Groups::default();
+    let mut scan = Scan::new(&coll.target, bson::RawDocumentBuf::new(), None, SCAN_BATCH);
+    while let Some(batch) = scan.next::<Document>().await.map_err(classify_error)? {
+        for stored in batch {
+            report.scanned += 1;
+            match classify::<T>(stored) {
+                Seen::Unreadable { id, message } => {
+                    report.unreadable.note(&id, sample);
+                    report.first_unreadable.get_or_insert(message);
+                }
+                Seen::Read(r) => {
+                    match r.state {
+                        State::Clean => report.clean += 1,
+                        State::HashDrift => report.hash_drift.note(&r.id, sample),
+                        State::Legacy => report.legacy.note(&r.id, sample),
+                        State::IdDrift => report.id_drift.note(&r.id, sample),
+                    }
+                    groups.add(&r);
+                }
+            }
+        }
+        progress(report);
+    }
+    Ok(groups)
+}
+
+/// The duplicate findings, once every identity is known.
+pub(crate) fn finish(groups: &Groups, sample: usize, report: &mut AuditReport) {
+    // Sorted, so the sample is the same on every run.
+    let mut duplicated: Vec<(&[u8; 32], &super::Group)> =
+        groups.0.iter().filter(|(_, g)| g.members > 1).collect();
+    duplicated.sort_by_key(|(identity, _)| ContentHash(**identity));
+    for (_, g) in duplicated {
+        report.surplus_documents += u64::from(g.members - 1);
+        let finding = if g.differs {
+            &mut report.duplicates_differing
+        } else {
+            &mut report.duplicates_identical
+        };
+        finding.note(&g.first_id, sample);
+    }
+}

@@ -1,0 +1,285 @@
+//! The life of a collection after its first write: [`audit`] what is stored, [`adopt`] what
+//! other code wrote, [`rekey`] a corrected timestamp key, [`prune`] what the source dropped.
+//!
+//! All of them stream (one batch of documents in memory at a time, plus one small entry per
+//! identity) and are crash-safe by the order of their writes: a document is written under its
+//! new id — its old ids recorded in [`LEGACY_IDS_FIELD`] — before the old one is deleted, so a
+//! run killed anywhere leaves two copies that the next run merges, never none.
+
+pub(crate) mod adopt;
+pub(crate) mod audit;
+pub(crate) mod prune;
+pub(crate) mod rekey;
+
+use std::collections::HashMap;
+
+use bson::{Bson, Document};
+use serde::de::DeserializeOwned;
+use ulid::Ulid;
+
+use crate::content::ContentHash;
+use crate::stored::{HASH_FIELD, IDENTITY_FIELD};
+use crate::traits::NaturalKey;
+
+/// Field holding the `_id`s a document had before natural-key adopted or rekeyed it (an array:
+/// duplicates collapse into one document), so references to them can be repaired.
+pub const LEGACY_IDS_FIELD: &str = "_nk_legacy_ids";
+/// Field marking a document whose identity was released for a move to this id; the move
+/// completes (or, by adopt, is undone) on the next run.
+pub const MOVED_TO_FIELD: &str = "_nk_moved_to";
+
+/// Documents per round trip of a scan: the "O(1) round trips per 10,000 documents".
+pub(crate) const SCAN_BATCH: usize = 10_000;
+
+/// How many ids a report keeps per finding.
+pub const DEFAULT_SAMPLE: usize = 10;
+
+/// What one stored document is, read as `T`.
+pub(crate) enum Seen<T> {
+    /// It does not deserialize into `T`.
+    Unreadable {
+        id: Bson,
+        message: String,
+    },
+    Read(Read<T>),
+}
+
+pub(crate) struct Read<T> {
+    pub(crate) id: Bson,
+    pub(crate) doc: T,
+    pub(crate) identity: [u8; 32],
+    pub(crate) derived: Ulid,
+    pub(crate) hash: ContentHash,
+    pub(crate) state: State,
+    /// The stored document as read (for adopt, which keeps every field).
+    pub(crate) stored: Document,
+}
+
+/// How a readable document stands against the id it derives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum State {
+    /// At its derived id, with its identity and content hash.
+    Clean,
+    /// Clean but for `_nk_hash` (absent or stale): harmless, the next upsert rewrites it.
+    HashDrift,
+    /// No `_nk_identity` (written by other code, or released by an unfinished move).
+    Legacy,
+    /// `_nk_identity` present, but `_id` (or the identity) is not what its fields derive: its
+    /// timestamp key (or another key field) was edited by other code.
+    IdDrift,
+}
+
+impl State {
+    /// A natural-key document at its derived id: the one document its identity keeps.
+    pub(crate) fn is_at_home(self) -> bool {
+        matches!(self, State::Clean | State::HashDrift)
+    }
+}
+
+/// Reads one stored document as `T` and derives what it should be.
+pub(crate) fn classify<T: NaturalKey + DeserializeOwned>(stored: Document) -> Seen<T> {
+    let id = stored.get("_id").cloned().unwrap_or(Bson::Null);
+    let doc: T = match bson::from_document(stored.clone()) {
+        Ok(doc) => doc,
+        Err(e) => {
+            return Seen::Unreadable {
+                id,
+                message: e.to_string(),
+            }
+        }
+    };
+    let derived = (|| {
+        let digest = crate::key::identity_digest(&doc)?;
+        let derived = crate::key::ulid_from(doc.__timestamp_ms()?, &digest);
+        let hash = doc.content_hash()?;
+        Ok::<_, crate::Error>((digest, derived, hash))
+    })();
+    let (identity, derived, hash) = match derived {
+        Ok(d) => d,
+        Err(e) => {
+            return Seen::Unreadable {
+                id,
+                message: e.to_string(),
+            }
+        }
+    };
+    let identity_text = ContentHash(identity).to_string();
+    let state = match stored.get(IDENTITY_FIELD) {
+        None => State::Legacy,
+        Some(Bson::String(s)) if *s == identity_text && id_is(&id, derived) => {
+            match stored.get(HASH_FIELD) {
+                Some(Bson::String(h)) if *h == hash.to_string() => State::Clean,
+                _ => State::HashDrift,
+            }
+        }
+        Some(_) => State::IdDrift,
+    };
+    Seen::Read(Read {
+        id,
+        doc,
+        identity,
+        derived,
+        hash,
+        state,
+        stored,
+    })
+}
+
+/// Whether a stored `_id` is this derived id (stored as its 26-character text).
+pub(crate) fn id_is(id: &Bson, derived: Ulid) -> bool {
+    matches!(id, Bson::String(s) if s.parse::<Ulid>() == Ok(derived) && s.len() == 26)
+}
+
+/// What a scan learned of one identity: enough to tell duplicates apart without keeping the
+/// documents (about 80 bytes per identity).
+#[derive(Debug, Clone)]
+pub(crate) struct Group {
+    pub(crate) members: u32,
+    /// The content hash of the first member seen.
+    pub(crate) first_hash: ContentHash,
+    /// Some member's content differs from the first's.
+    pub(crate) differs: bool,
+    /// A member sits at the derived id with this identity (clean or hash drift).
+    pub(crate) at_home: bool,
+    /// The first member's `_id` (for the report's sample).
+    pub(crate) first_id: Bson,
+}
+
+/// Every identity of a collection, from one scan.
+#[derive(Debug, Default)]
+pub(crate) struct Groups(pub(crate) HashMap<[u8; 32], Group>);
+
+impl Groups {
+    pub(crate) fn add<T>(&mut self, r: &Read<T>) {
+        self.0
+            .entry(r.identity)
+            .and_modify(|g| {
+                g.members += 1;
+                g.differs |= g.first_hash != r.hash;
+                g.at_home |= r.state.is_at_home();
+            })
+            .or_insert_with(|| Group {
+                members: 1,
+                first_hash: r.hash,
+                differs: false,
+                at_home: r.state.is_at_home(),
+                first_id: r.id.clone(),
+            });
+    }
+}
+
+impl<T> Read<T> {
+    /// The document for a policy, and the rest.
+    pub(crate) fn split(self) -> (adopt::Candidate<T>, Read<()>) {
+        let candidate = adopt::Candidate {
+            id: self.id.clone(),
+            doc: self.doc,
+            at_home: self.state.is_at_home(),
+        };
+        let rest = Read {
+            id: self.id,
+            doc: (),
+            identity: self.identity,
+            derived: self.derived,
+            hash: self.hash,
+            state: self.state,
+            stored: self.stored,
+        };
+        (candidate, rest)
+    }
+}
+
+/// The write command a maintenance step sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Insert,
+    Update,
+    Delete,
+}
+
+/// Sends `items` (documents to insert, or `update`/`delete` statements, each for the document
+/// with the given id) in commands within the engine's limits. One result per item: `Ok` when
+/// it applied to exactly one document. A statement that matched nothing met a document
+/// changed since it was read ([`Error::ConcurrentChange`](crate::Error::ConcurrentChange)).
+/// Commands whose reply cannot be placed per statement are sent again one statement each.
+/// `Err` only for a failure of the whole step (network, ...): every step is safe to repeat.
+pub(crate) async fn apply(
+    t: &crate::op::Target,
+    kind: Kind,
+    items: Vec<(Ulid, bson::RawDocumentBuf)>,
+) -> Result<Vec<Result<(), crate::Error>>, crate::Error> {
+    let limits = t.deployment.limits();
+    let max = match kind {
+        Kind::Insert => limits.max_documents,
+        Kind::Update | Kind::Delete => limits.max_statements,
+    };
+    let sizes = items.iter().map(|(_, d)| d.as_bytes().len());
+    let mut out = Vec::with_capacity(items.len());
+    for chunk in crate::op::chunks(sizes, limits.max_command_bytes, max) {
+        let part = &items[chunk];
+        match send_command(t, kind, part).await? {
+            Some(all) => out.extend(all),
+            None => {
+                for item in part {
+                    let one = send_command(t, kind, std::slice::from_ref(item)).await?;
+                    out.extend(one.unwrap_or_else(|| vec![Err(changed(t, item.0))]));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn changed(t: &crate::op::Target, id: Ulid) -> crate::Error {
+    crate::Error::ConcurrentChange {
+        collection: t.namespace.clone(),
+        id: id.to_string(),
+    }
+}
+
+/// One command; `None` when its reply does not say what each item did.
+async fn send_command(
+    t: &crate::op::Target,
+    kind: Kind,
+    part: &[(Ulid, bson::RawDocumentBuf)],
+) -> Result<Option<Vec<Result<(), crate::Error>>>, crate::Error> {
+    let docs: Vec<&bson::RawDocumentBuf> = part.iter().map(|(_, d)| d).collect();
+    let reply = match kind {
+        Kind::Insert => crate::op::insert(t, &docs, None).await,
+        Kind::Update => crate::op::update(t, &docs, None).await,
+        Kind::Delete => crate::op::delete(t, &docs, None).await,
+    };
+    let reply = match reply {
+        Ok(r) => r,
+        Err(e) => {
+            let refusal = crate::op::write::command_refusal(e)?;
+            return Ok(match part {
+                [(id, _)] => Some(vec![Err(refusal_error(t, *id, refusal))]),
+                _ => None,
+            });
+        }
+    };
+    reply.write_concern(t, part[0].0)?;
+    let expected = i64::try_from(part.len()).unwrap_or(i64::MAX);
+    if reply.write_errors.is_empty() && (kind == Kind::Insert || reply.n == expected) {
+        return Ok(Some(part.iter().map(|_| Ok(())).collect()));
+    }
+    Ok(match part {
+        [(id, _)] => Some(vec![Err(match reply.write_errors.first() {
+            Some(e) => refusal_error(t, *id, e.refusal()),
+            None => changed(t, *id),
+        })]),
+        _ if kind == Kind::Insert && reply.write_errors.iter().all(|e| e.index < part.len()) => {
+            let mut all: Vec<Result<(), crate::Error>> = part.iter().map(|_| Ok(())).collect();
+            for e in &reply.write_errors {
+                all[e.index] = Err(refusal_error(t, part[e.index].0, e.refusal()));
+            }
+            Some(all)
+        }
+        _ => None,
+    })
+}
+
+fn refusal_error(t: &crate::op::Target, id: Ulid, refusal: crate::op::Refusal) -> crate::Error {
+    refusal.permanent(t, id).unwrap_or_else(|| changed(t, id))
+}
