@@ -327,3 +327,166 @@ async fn adopt_moves_merges_and_leaves_conflicts_to_a_policy() {
     assert_eq!(s.commands.writes(), 0);
     let _ = (&s.hash_drifted, &s.clean);
 }
+
+#[tokio::test]
+async fn rekey_moves_a_document_to_its_corrected_id_once() {
+    let (db, commands) = support::database("rekey").await;
+    let raw = db.collection::<Document>("posts");
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let wrong = post("typo-date", "body");
+    let old = posts.upsert(&wrong).await.unwrap().id();
+    // Other code's field on the stored document survives the move.
+    raw.update_one(doc! {"_id": old.to_string()}, doc! {"$set": {"views": 7}})
+        .await
+        .unwrap();
+    let corrected = Post {
+        published_at: 1_650_000_000_000,
+        ..wrong.clone()
+    };
+    let new = corrected.id().unwrap();
+    let e = posts.upsert(&corrected).await.unwrap_err();
+    assert!(
+        e.to_string().contains("rekey"),
+        "the refusal points to rekey: {e}"
+    );
+
+    commands.reset();
+    let plan = posts.rekey(&corrected).dry_run().await.unwrap();
+    let moved = natural_key::RekeyOutcome::Moved {
+        from: old.to_string(),
+        to: new,
+    };
+    assert_eq!(plan, moved);
+    assert_eq!(commands.writes(), 0, "a dry run writes nothing");
+
+    assert_eq!(posts.rekey(&corrected).await.unwrap(), moved);
+    assert_eq!(posts.get(new).await.unwrap(), Some(corrected.clone()));
+    assert_eq!(posts.get(old).await.unwrap(), None);
+    let stored = raw
+        .find_one(doc! {"_id": new.to_string()})
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.get_i32("views").unwrap(), 7);
+    assert_eq!(
+        stored.get_array(LEGACY_IDS_FIELD).unwrap(),
+        &vec![Bson::String(old.to_string())]
+    );
+    // A retry after a lost acknowledgement reports the same move and writes nothing.
+    commands.reset();
+    assert_eq!(posts.rekey(&corrected).await.unwrap(), moved);
+    assert_eq!(commands.writes(), 0);
+    assert_eq!(
+        posts.upsert(&corrected).await.unwrap(),
+        UpsertOutcome::Unchanged(new)
+    );
+    assert_eq!(raw.count_documents(doc! {}).await.unwrap(), 1);
+    assert!(posts.audit().await.unwrap().is_clean());
+
+    // Never onto another identity's document.
+    let a = post("a", "x");
+    posts.upsert(&a).await.unwrap();
+    let a_corrected = Post {
+        published_at: 1_650_000_000_000,
+        ..a.clone()
+    };
+    let taken = a_corrected.id().unwrap();
+    raw.insert_one(doc! {"_id": taken.to_string(), "_nk_identity": "f".repeat(64)})
+        .await
+        .unwrap();
+    let before = contents(&raw).await;
+    let e = posts.rekey(&a_corrected).await.unwrap_err();
+    assert!(
+        matches!(e, natural_key::Error::RekeyTargetTaken { id, .. } if id == taken),
+        "{e:?}"
+    );
+    assert_eq!(contents(&raw).await, before, "nothing written");
+    assert_eq!(
+        posts.rekey(&post("nothing", "z")).await.unwrap(),
+        natural_key::RekeyOutcome::NotFound
+    );
+}
+
+#[tokio::test]
+async fn prune_deletes_what_the_full_input_dropped_and_nothing_else() {
+    let (db, commands) = support::database("prune").await;
+    let raw = db.collection::<Document>("posts");
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let all: Vec<Post> = (0..20).map(|i| post(&format!("p{i}"), "b")).collect();
+    posts.upsert_many(&all).await.unwrap();
+    let legacy_id = oid();
+    raw.insert_one(legacy(&post("legacy", "b"), legacy_id.clone()))
+        .await
+        .unwrap();
+
+    // An unchanged full re-ingest prunes nothing and sends no write.
+    commands.reset();
+    let r = posts.upsert_many(&all).prune().await.unwrap();
+    assert_eq!(
+        (r.written.unchanged, r.pruned.deleted, r.pruned.stored),
+        (20, 0, 20)
+    );
+    assert_eq!(commands.writes(), 0);
+
+    // The source dropped two posts.
+    let kept = &all[2..];
+    let plan = posts.upsert_many(kept).prune().dry_run().await.unwrap();
+    let dropped: Vec<String> = all[..2]
+        .iter()
+        .map(|p| p.id().unwrap().to_string())
+        .collect();
+    let mut ids = plan.pruned.ids.clone();
+    ids.sort();
+    let mut want = dropped.clone();
+    want.sort();
+    assert_eq!(ids, want);
+    assert_eq!(
+        raw.count_documents(doc! {}).await.unwrap(),
+        21,
+        "a dry run deletes nothing"
+    );
+
+    // More than the allowed fraction is refused.
+    let e = posts.upsert_many(&all[15..]).prune().await.unwrap_err();
+    assert!(
+        matches!(
+            e.error,
+            natural_key::Error::PruneRefused {
+                would_delete: 15,
+                stored: 20,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(raw.count_documents(doc! {}).await.unwrap(), 21);
+
+    let done = posts.upsert_many(kept).prune().await.unwrap();
+    assert_eq!(done.pruned.deleted, 2);
+    assert_eq!(raw.count_documents(doc! {}).await.unwrap(), 19);
+    assert!(
+        raw.find_one(doc! {"_id": legacy_id})
+            .await
+            .unwrap()
+            .is_some(),
+        "legacy documents are never pruned"
+    );
+
+    // An input with a failed document prunes nothing.
+    let mut bad = kept.to_vec();
+    bad.push(Post {
+        published_at: -1,
+        ..post("bad", "b")
+    });
+    let e = posts
+        .upsert_many(&bad[5..])
+        .prune()
+        .force()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e.error, natural_key::Error::PruneSkipped { failed: 1, .. }),
+        "{e:?}"
+    );
+    assert_eq!(raw.count_documents(doc! {}).await.unwrap(), 19);
+}

@@ -488,6 +488,31 @@ impl<'a, T: NaturalKey + Send + Sync, S> UpsertStream<'a, T, S> {
     }
 }
 
+impl<'a, T: Send + Sync, S> UpsertStream<'a, T, S> {
+    pub(crate) fn coll(&self) -> &'a Collection<T> {
+        self.coll
+    }
+
+    /// The same ingest, with `f` called on each input document as it is read.
+    pub(crate) fn inspecting<F>(
+        self,
+        f: F,
+    ) -> UpsertStream<'a, T, futures_util::stream::Inspect<S, F>>
+    where
+        S: Stream,
+        F: FnMut(&S::Item),
+    {
+        use futures_util::StreamExt;
+        UpsertStream {
+            coll: self.coll,
+            docs: self.docs.inspect(f),
+            opts: self.opts,
+            mode: self.mode,
+            session: self.session,
+        }
+    }
+}
+
 impl<'a, T, S> IntoFuture for UpsertStream<'a, T, S>
 where
     T: NaturalKey + Send + Sync,

@@ -88,8 +88,9 @@ pub enum Error {
     #[error(
         "the timestamp key of the document with key {key} in collection `{collection}` changed: \
          stored _id {stored_id} != derived _id {derived_id}. The timestamp key is frozen for the \
-         document's life (the id is derived from it); restore its original value, or delete the \
-         stored document explicitly if you really mean to re-create it. Nothing was written."
+         document's life (the id is derived from it); restore its original value, or, if the stored \
+         one is wrong, move the document with `Collection::rekey(&corrected)`. Nothing was \
+         written."
     )]
     ImmutableKeyChanged {
         /// `database.collection`.
@@ -212,6 +213,53 @@ pub enum Error {
         operation: &'static str,
         /// The attempt timeout that elapsed.
         after: std::time::Duration,
+    },
+
+    /// [`Collection::rekey`](crate::Collection::rekey) would move a document to an id that
+    /// holds a document of another identity; nothing was written.
+    #[error(
+        "cannot rekey into {id} in `{collection}`: that id holds a document of another identity \
+         ({identity}); nothing was written"
+    )]
+    RekeyTargetTaken {
+        /// `database.collection`.
+        collection: String,
+        /// The derived id that is taken.
+        id: Ulid,
+        /// The `_nk_identity` stored there (`none` when it has none).
+        identity: String,
+    },
+
+    /// A pruning ingest wrote its input, but some documents failed: nothing was pruned, as
+    /// the input did not fully succeed. Fix those documents and run it again.
+    #[error(
+        "nothing was pruned from `{collection}`: {failed} input document(s) failed to write \
+         (see the report's failures); a prune runs only after the whole input succeeded"
+    )]
+    PruneSkipped {
+        /// `database.collection`.
+        collection: String,
+        /// How many input documents failed.
+        failed: usize,
+    },
+
+    /// A pruning ingest would delete more of the stored natural-key documents than allowed;
+    /// nothing was deleted. Check the input is the whole source, then raise
+    /// `max_fraction` or `force()`.
+    #[error(
+        "refusing to prune {would_delete} of {stored} natural-key documents from \
+         `{collection}` (more than {max_fraction} of them); is the input the whole source? \
+         Raise `max_fraction` or use `force()`. Nothing was deleted."
+    )]
+    PruneRefused {
+        /// `database.collection`.
+        collection: String,
+        /// How many it would delete.
+        would_delete: u64,
+        /// How many natural-key documents are stored.
+        stored: u64,
+        /// The allowed fraction.
+        max_fraction: f64,
     },
 
     /// A maintenance step (adopt, rekey, prune) found a document changed or gone since it read

@@ -32,6 +32,8 @@ pub use key::{
 };
 pub use maintain::adopt::{Adopt, AdoptReport, Candidate};
 pub use maintain::audit::{Audit, AuditReport, Finding};
+pub use maintain::prune::{Prune, PruneReport, SyncReport, DEFAULT_MAX_PRUNE_FRACTION};
+pub use maintain::rekey::{Rekey, RekeyOutcome};
 pub use maintain::{DEFAULT_SAMPLE, LEGACY_IDS_FIELD, MOVED_TO_FIELD};
 pub use outcome::{BatchError, BatchReport, InsertOutcome, UpsertOutcome};
 pub use retry::{RetryPolicy, DEFAULT_ATTEMPT_TIMEOUT};

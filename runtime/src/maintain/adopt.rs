@@ -16,8 +16,8 @@ use ulid::Ulid;
 
 use super::audit::{self, AuditReport, Finding};
 use super::{
-    apply, classify, Kind, Read, Seen, State, DEFAULT_SAMPLE, LEGACY_IDS_FIELD, MOVED_TO_FIELD,
-    SCAN_BATCH,
+    apply, classify, delete_one, raw, statement, Kind, Read, Seen, State, DEFAULT_SAMPLE,
+    LEGACY_IDS_FIELD, MOVED_TO_FIELD, SCAN_BATCH,
 };
 use crate::batch::Progress;
 use crate::collection::Collection;
@@ -427,12 +427,7 @@ impl Plan {
             .collect();
         let statements = deletes
             .iter()
-            .map(|(id, to)| {
-                let mut s = RawDocumentBuf::new();
-                s.append("q", raw(&doc! {"_id": id.clone()})?);
-                s.append("limit", 1);
-                Ok((*to, s))
-            })
+            .map(|(id, to)| Ok((*to, delete_one(doc! {"_id": id.clone()})?)))
             .collect::<Result<Vec<_>, Error>>()?;
         for (r, (id, to)) in send(t, dry, Kind::Delete, statements)
             .await?
@@ -464,18 +459,6 @@ async fn send(
         return Ok(docs.iter().map(|_| Ok(())).collect());
     }
     apply(t, kind, docs).await
-}
-
-fn raw(d: &Document) -> Result<RawDocumentBuf, Error> {
-    RawDocumentBuf::from_document(d).map_err(Error::serialize::<Document>)
-}
-
-/// An `update` statement `{q, u}` (no upsert, one document).
-fn statement(q: Document, u: Document) -> Result<RawDocumentBuf, Error> {
-    let mut s = RawDocumentBuf::new();
-    s.append("q", raw(&q)?);
-    s.append("u", raw(&u)?);
-    Ok(s)
 }
 
 /// The derived-id document for a stored one: every stored field but `_id` and natural-key's

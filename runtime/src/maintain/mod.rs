@@ -283,3 +283,24 @@ async fn send_command(
 fn refusal_error(t: &crate::op::Target, id: Ulid, refusal: crate::op::Refusal) -> crate::Error {
     refusal.permanent(t, id).unwrap_or_else(|| changed(t, id))
 }
+
+/// A command fragment written with `doc!`, as raw BSON.
+pub(crate) fn raw(d: &Document) -> Result<bson::RawDocumentBuf, crate::Error> {
+    bson::RawDocumentBuf::from_document(d).map_err(crate::Error::serialize::<Document>)
+}
+
+/// An `update` statement `{q, u}` (no upsert, one document).
+pub(crate) fn statement(q: Document, u: Document) -> Result<bson::RawDocumentBuf, crate::Error> {
+    let mut s = bson::RawDocumentBuf::new();
+    s.append("q", raw(&q)?);
+    s.append("u", raw(&u)?);
+    Ok(s)
+}
+
+/// A `delete` statement for one document.
+pub(crate) fn delete_one(q: Document) -> Result<bson::RawDocumentBuf, crate::Error> {
+    let mut s = bson::RawDocumentBuf::new();
+    s.append("q", raw(&q)?);
+    s.append("limit", 1);
+    Ok(s)
+}

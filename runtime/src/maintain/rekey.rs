@@ -1,1 +1,238 @@
+//! `rekey`: the sanctioned way to correct a timestamp key. The stored document is found by
+//! identity and moved to the id the corrected document derives, crash-safe in adopt's order:
+//! release the identity (marking the old document [`MOVED_TO_FIELD`]), write the new
+//! document (old id in [`LEGACY_IDS_FIELD`]), delete the old one. A rerun — after a crash or a
+//! lost acknowledgement — finds the marked document or the written one and finishes the same
+//! move.
 
+use std::fmt;
+use std::future::IntoFuture;
+
+use bson::{doc, Bson, Document, RawDocumentBuf};
+use serde::de::DeserializeOwned;
+use ulid::Ulid;
+
+use super::{apply, delete_one, raw, statement, Kind, LEGACY_IDS_FIELD, MOVED_TO_FIELD};
+use crate::collection::Collection;
+use crate::error::{classify, Error};
+use crate::op;
+use crate::stored::{id_text, Prepared, IDENTITY_FIELD, RESERVED_PREFIX};
+use crate::traits::NaturalKey;
+
+type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// What [`Collection::rekey`] did.
+///
+/// ```
+/// use natural_key::RekeyOutcome;
+/// let to = natural_key::Ulid::nil();
+/// let moved = RekeyOutcome::Moved { from: "01HF7YAT00EGYGDZ2RBKJ019EA".into(), to };
+/// assert!(moved.to_string().starts_with("moved"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RekeyOutcome {
+    /// The document now lives under `to`; `from` (its old `_id`, as text) is gone and kept in
+    /// its `_nk_legacy_ids`. A retry of a finished move reports the same move.
+    Moved {
+        /// The old `_id`.
+        from: String,
+        /// The new, derived id.
+        to: Ulid,
+    },
+    /// The stored document is already at the derived id and was never moved: nothing to do
+    /// (upsert it to change its content).
+    AlreadyThere(Ulid),
+    /// No stored document has this identity.
+    NotFound,
+}
+
+impl fmt::Display for RekeyOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RekeyOutcome::Moved { from, to } => write!(f, "moved {from} -> {to}"),
+            RekeyOutcome::AlreadyThere(id) => write!(f, "already at {id}"),
+            RekeyOutcome::NotFound => f.write_str("not found"),
+        }
+    }
+}
+
+/// Builder returned by [`Collection::rekey`]; `.await` it.
+#[must_use = "rekey does nothing until awaited"]
+pub struct Rekey<'a, T: Send + Sync> {
+    coll: &'a Collection<T>,
+    doc: &'a T,
+    dry_run: bool,
+}
+
+impl<T: Send + Sync> Rekey<'_, T> {
+    /// Finds and checks everything, reports the move, and writes nothing.
+    pub fn dry_run(mut self) -> Self {
+        self.dry_run = true;
+        self
+    }
+}
+
+impl<T: NaturalKey + DeserializeOwned + Send + Sync> Collection<T> {
+    /// Moves the stored document with `corrected`'s identity to the id `corrected` derives —
+    /// the fix for [`Error::ImmutableKeyChanged`] when the stored timestamp key was wrong.
+    /// The new document is `corrected`, plus the fields other code wrote to the old one;
+    /// the old `_id` is kept in `_nk_legacy_ids`. Refuses (and writes nothing) when the new id
+    /// holds a document of another identity. Idempotent, and crash-safe: run it again.
+    ///
+    /// ```no_run
+    /// # use natural_key::prelude::*;
+    /// # #[derive(NaturalKey, Serialize, Deserialize)]
+    /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64, body: String }
+    /// # async fn f(posts: natural_key::Collection<Post>, corrected: Post) -> Result<(), natural_key::Error> {
+    /// match posts.upsert(&corrected).await {
+    ///     Err(natural_key::Error::ImmutableKeyChanged { .. }) => {
+    ///         let moved = posts.rekey(&corrected).await?;
+    ///         println!("{moved}"); // moved <old id> -> <new id>
+    ///     }
+    ///     other => { other?; }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn rekey<'a>(&'a self, corrected: &'a T) -> Rekey<'a, T> {
+        Rekey {
+            coll: self,
+            doc: corrected,
+            dry_run: false,
+        }
+    }
+}
+
+impl<'a, T> IntoFuture for Rekey<'a, T>
+where
+    T: NaturalKey + DeserializeOwned + Send + Sync,
+{
+    type Output = Result<RekeyOutcome, Error>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let t = &self.coll.target;
+            let p = Prepared::of(self.doc, t)?;
+            let to = p.id;
+            // One read: the holder of the identity, a document a half-done move released,
+            // and whatever sits at the new id.
+            let filter = doc! {"$or": [
+                {IDENTITY_FIELD: &p.identity},
+                {MOVED_TO_FIELD: &p.id_text},
+                {"_id": &p.id_text},
+            ]};
+            let found: Vec<Document> = op::find(t, raw(&filter)?, None, None)
+                .await
+                .map_err(classify)?;
+            let holds = |d: &&Document| d.get_str(IDENTITY_FIELD) == Ok(p.identity.as_str());
+            let holder = found.iter().find(holds);
+            let released: Vec<&Document> = found
+                .iter()
+                .filter(|d| d.get_str(MOVED_TO_FIELD) == Ok(p.id_text.as_str()) && !holds(d))
+                .collect();
+            let at_target = found
+                .iter()
+                .find(|d| d.get_str("_id") == Ok(p.id_text.as_str()));
+            if let Some(other) = at_target.filter(|d| !holds(d)) {
+                return Err(Error::RekeyTargetTaken {
+                    collection: t.namespace.clone(),
+                    id: to,
+                    identity: other.get_str(IDENTITY_FIELD).unwrap_or("none").to_string(),
+                });
+            }
+            let old = match (holder, released.first()) {
+                // Moved already (by this call's lost attempt, or long ago): finish deleting.
+                (Some(h), _) if at_target.is_some() => {
+                    let from = released
+                        .iter()
+                        .map(|d| id_text(d.get("_id").unwrap_or(&Bson::Null)))
+                        .next()
+                        .or_else(|| last_legacy_id(h));
+                    if !self.dry_run {
+                        delete_released(self.coll, &released, to).await?;
+                    }
+                    return Ok(match from {
+                        Some(from) => RekeyOutcome::Moved { from, to },
+                        None => RekeyOutcome::AlreadyThere(to),
+                    });
+                }
+                (Some(h), _) => h,
+                (None, Some(r)) => *r,
+                (None, None) => return Ok(RekeyOutcome::NotFound),
+            };
+            let old_id = old.get("_id").cloned().unwrap_or(Bson::Null);
+            let outcome = RekeyOutcome::Moved {
+                from: id_text(&old_id),
+                to,
+            };
+            if self.dry_run {
+                return Ok(outcome);
+            }
+            if holder.is_some() {
+                let release = statement(
+                    doc! {"_id": old_id.clone(), IDENTITY_FIELD: &p.identity},
+                    doc! {"$unset": {IDENTITY_FIELD: ""}, "$set": {MOVED_TO_FIELD: &p.id_text}},
+                )?;
+                one(apply(t, Kind::Update, vec![(to, release)]).await?)?;
+            }
+            let home = home(self.coll, &p, old, &old_id)?;
+            one(apply(t, Kind::Insert, vec![(to, home)]).await?)?;
+            delete_released(self.coll, &[old], to).await?;
+            Ok(outcome)
+        })
+    }
+}
+
+/// The new document: the corrected one's stored fields, then the fields of the old one that
+/// the type does not have (other code's), then the old ids.
+fn home<T: Send + Sync>(
+    coll: &Collection<T>,
+    p: &Prepared,
+    old: &Document,
+    old_id: &Bson,
+) -> Result<RawDocumentBuf, Error> {
+    let mut d = RawDocumentBuf::new();
+    d.append("_id", p.id_text.as_str());
+    crate::stored::append_fields(&mut d, &p.body, None).map_err(Error::serialize::<T>)?;
+    let known = coll.fields.unwrap_or_default();
+    let mut extra = Document::new();
+    for (k, v) in old {
+        let theirs = k != "_id" && !k.starts_with(RESERVED_PREFIX) && !known.contains(&k.as_str());
+        if theirs && coll.fields.is_some() && !matches!(p.body.get(k), Ok(Some(_))) {
+            extra.insert(k.clone(), v.clone());
+        }
+    }
+    let mut ids = old.get_array(LEGACY_IDS_FIELD).cloned().unwrap_or_default();
+    ids.push(old_id.clone());
+    extra.insert(LEGACY_IDS_FIELD, ids);
+    crate::stored::append_fields(&mut d, &raw(&extra)?, None).map_err(Error::serialize::<T>)?;
+    Ok(d)
+}
+
+async fn delete_released<T: Send + Sync>(
+    coll: &Collection<T>,
+    released: &[&Document],
+    to: Ulid,
+) -> Result<(), Error> {
+    let mut statements = Vec::new();
+    for d in released {
+        let q = doc! {"_id": d.get("_id").cloned().unwrap_or(Bson::Null), MOVED_TO_FIELD: to.to_string()};
+        statements.push((to, delete_one(q)?));
+    }
+    if statements.is_empty() {
+        return Ok(());
+    }
+    for r in apply(&coll.target, Kind::Delete, statements).await? {
+        r?;
+    }
+    Ok(())
+}
+
+fn last_legacy_id(d: &Document) -> Option<String> {
+    d.get_array(LEGACY_IDS_FIELD).ok()?.last().map(id_text)
+}
+
+fn one(mut results: Vec<Result<(), Error>>) -> Result<(), Error> {
+    results.pop().unwrap_or(Ok(()))
+}
