@@ -33,20 +33,17 @@ model, language-neutrally, as JSON. A value is an object with exactly one key:
 Type and enum names are carried for the reader; the format does not hash them.
 
 A document (the #[derive(NaturalKey)] struct) is a list of fields, each
-["name", v] or ["name", v, "skip_hash"]; the name is the one the content message carries.
-Skipped fields keep their value in the file so the Rust side can build the same document and
-prove the value does not matter.
+["name", v] or ["name", v, "skip_hash"], in declaration order. The name is the Rust
+identifier as the derive reads it (`r#type` stays "r#type") and the value is the field type's
+own serde value: serde attributes on the document's fields do not apply at this level (they do
+inside the values). Skipped fields keep their value in the file so the Rust side can build the
+same document and prove the value does not matter.
 
-Reading of the spec where it is silent or unclear (each also a question in the report of the
-change that added this file):
-* f32 is widened exactly to f64 before its bits are written ("the f64 bits").
-* Map entries are sorted by the bytes of the whole entry (key encoding followed by value
-  encoding), unsigned lexicographic. For distinct keys this equals sorting by the key's bytes
-  (encodings are self-delimiting, so no key is a prefix of another); it only decides the order
-  of duplicate keys, which a map serializer can be handed.
-* The serializer reports itself human-readable (serde's default), which decides how types
-  like uuid::Uuid present themselves.
-* Dates have no encoding of their own: they hash as whatever their Serialize produces.
+Where docs/id-scheme.md was silent, this file's first version had to guess;
+tests/content_vectors.rs then showed what Rust does, and the spec now says it: top-level names
+and serde attributes, map entries sorted by their whole encoded bytes (key then value: that
+orders duplicate keys), a human-readable serializer, f32 widened exactly to f64, dates and
+other library types hashed as whatever their Serialize produces.
 """
 import argparse
 import hashlib
@@ -647,7 +644,8 @@ VECTORS = [
     dict(
         name="top-level raw and non-ASCII field names",
         rust="struct Idents { k, ts, r#type: String = \"post\", größe: u8 = 2 }",
-        fields=keyed(["type", S("post")], ["größe", N("u8", 2)]),
+        # The identifier as the derive reads it: `r#` included, unlike serde's "type".
+        fields=keyed(["r#type", S("post")], ["größe", N("u8", 2)]),
     ),
     dict(
         name="top-level skip_serializing_if",
@@ -656,9 +654,20 @@ VECTORS = [
     ),
     dict(
         name="top-level serialize_with",
-        rust="struct With { k, ts, #[serde(with = \"as_bytes\")] data: Vec<u8> = [0, 255, 16] } "
+        rust="struct With { k, ts, #[serde(serialize_with = \"as_bytes\")] data: Vec<u8> = [0, 255, 16] } "
         "(as_bytes calls serialize_bytes)",
         fields=keyed(["data", SEQ(N("u8", 0), N("u8", 255), N("u8", 16))]),
+    ),
+    dict(
+        name="top-level serde skip",
+        rust="struct SkipSerde { k, ts, #[serde(skip)] cache: u32 = 7 } (never stored, still hashed)",
+        fields=keyed(["cache", N("u32", 7)]),
+    ),
+    dict(
+        name="top-level serde flatten",
+        rust="struct FlattenTop { k, ts, #[serde(flatten)] extra: BTreeMap<String, u8> = {\"b\": 2, \"a\": 1} } "
+        "(stored as top-level fields, hashed as one map field named extra)",
+        fields=keyed(["extra", MAP([S("a"), N("u8", 1)], [S("b"), N("u8", 2)])]),
     ),
     dict(
         name="enum variants",
