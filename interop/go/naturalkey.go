@@ -11,8 +11,8 @@
 //     the seed recipe ULID(publishedAt, sha256(slug + ":" + lang)[0:10]); ambiguous when a key
 //     contains the separator.
 //
-// Optional Rust-side normalization (#[key(lowercase)], #[key(nfc)]) is not applied here: pass
-// already-normalized text.
+// Keys are hashed as given. For a field the Rust type marks #[key(lowercase)] and/or
+// #[key(nfc)], build the key from Normalize: Str(Normalize(text, Lowercase|NFC)).
 package naturalkey
 
 import (

@@ -286,7 +286,11 @@ impl Normalize {
         match v {
             KeyValue::Str(s) if self.lowercase || self.nfc => {
                 use unicode_normalization::{is_nfc_quick, IsNormalized, UnicodeNormalization};
-                let s = if self.lowercase && s.chars().any(|c| c.is_uppercase()) {
+                // Only ASCII without A-Z is known to lowercase to itself: titlecase letters
+                // such as U+01C5 are not `is_uppercase` but still have a lowercase mapping.
+                let unchanged =
+                    |s: &str| s.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase());
+                let s = if self.lowercase && !unchanged(&s) {
                     Cow::Owned(s.to_lowercase())
                 } else {
                     s
@@ -615,6 +619,24 @@ mod tests {
             KeyValue::Str("caf\u{e9}".into())
         );
         assert_eq!(n.apply(KeyValue::Int(5)), KeyValue::Int(5));
+    }
+
+    /// Titlecase letters are not `is_uppercase`, yet `to_lowercase` maps them: a check for
+    /// uppercase characters before lowercasing skipped them and forked the id.
+    #[test]
+    fn lowercase_maps_titlecase_letters() {
+        let lower = Normalize {
+            lowercase: true,
+            nfc: false,
+        };
+        let id = |text: &str| {
+            let mut sink = KeySink::new(Scheme::Default { namespace: "" }, false);
+            sink.part("key", text, lower).unwrap();
+            sink.finish()
+        };
+        assert!(!'\u{1c5}'.is_uppercase());
+        assert_eq!(id("\u{1c5}emal"), id("\u{1c6}emal"));
+        assert_eq!(id("\u{1c5}emal"), id(&"\u{1c5}emal".to_lowercase()));
     }
 
     #[test]

@@ -217,3 +217,92 @@ func (v Vector) Check() []error {
 	}
 	return errs
 }
+
+// NormalizationFormat is the expected "format" of tests/vectors/normalization.json (written by
+// scripts/gen_normalization_vectors.py).
+const NormalizationFormat = "natural-key normalization vectors v1"
+
+// NormVector is one normalization vector: Input normalized with the flags gives Normalized,
+// whose id as the only key of the embedded vector's scheme is ID.
+type NormVector struct {
+	Vector
+	Input         string
+	Normalization naturalkey.Normalization
+	Normalized    string
+}
+
+// Label names the vector in messages; names repeat across flag sets, so it includes them.
+func (v NormVector) Label() string {
+	return fmt.Sprintf("normalization vector #%d %q (lowercase=%t, nfc=%t)", v.Index, v.Name,
+		v.Normalization&naturalkey.Lowercase != 0, v.Normalization&naturalkey.NFC != 0)
+}
+
+type normFileJSON struct {
+	Format  string           `json:"format"`
+	Vectors []normVectorJSON `json:"vectors"`
+}
+
+type normVectorJSON struct {
+	vectorJSON
+	Input      *string `json:"input"`
+	Lowercase  *bool   `json:"lowercase"`
+	NFC        *bool   `json:"nfc"`
+	Normalized *string `json:"normalized"`
+}
+
+// LoadNormalization reads and decodes the normalization vector file. Missing fields are errors.
+func LoadNormalization(path string) ([]NormVector, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f normFileJSON
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if f.Format != NormalizationFormat {
+		return nil, fmt.Errorf("%s: format %q, want %q", path, f.Format, NormalizationFormat)
+	}
+	if len(f.Vectors) == 0 {
+		return nil, fmt.Errorf("%s: no vectors", path)
+	}
+	out := make([]NormVector, 0, len(f.Vectors))
+	for i, vj := range f.Vectors {
+		if vj.Input == nil || vj.Lowercase == nil || vj.NFC == nil || vj.Normalized == nil {
+			return nil, fmt.Errorf("%s: vector #%d %q: missing input, lowercase, nfc or normalized", path, i, vj.Name)
+		}
+		// The key is the normalized text, so the id part decodes like an ids.json vector.
+		raw, err := json.Marshal(*vj.Normalized)
+		if err != nil {
+			return nil, err
+		}
+		vj.Keys = []keyJSON{{Type: "str", Value: raw}}
+		v, err := decode(i, vj.vectorJSON)
+		if err != nil {
+			return nil, fmt.Errorf("%s: vector #%d %q: %w", path, i, vj.Name, err)
+		}
+		nv := NormVector{Vector: v, Input: *vj.Input, Normalized: *vj.Normalized}
+		if *vj.Lowercase {
+			nv.Normalization |= naturalkey.Lowercase
+		}
+		if *vj.NFC {
+			nv.Normalization |= naturalkey.NFC
+		}
+		out = append(out, nv)
+	}
+	return out, nil
+}
+
+// Check normalizes the input and returns one error per mismatch (nil when it matches): the
+// normalized text, then the id and identity of that text.
+func (v NormVector) Check() []error {
+	got := naturalkey.Normalize(v.Input, v.Normalization)
+	if got != v.Normalized {
+		return []error{fmt.Errorf("%s: Normalize(%+q) = %+q, want %+q", v.Label(), v.Input, got, v.Normalized)}
+	}
+	errs := v.Vector.Check()
+	for i, err := range errs {
+		errs[i] = fmt.Errorf("%s: %w", v.Label(), err)
+	}
+	return errs
+}
