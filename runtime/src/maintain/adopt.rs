@@ -16,7 +16,7 @@ use ulid::Ulid;
 
 use super::audit::{self, AuditReport, Finding};
 use super::{
-    apply, classify, delete_one, raw, statement, Kind, Read, Seen, State, DEFAULT_SAMPLE,
+    apply, apply_set, classify, raw, statement, Kind, Read, Seen, SetOp, State, DEFAULT_SAMPLE,
     LEGACY_IDS_FIELD, MOVED_TO_FIELD, SCAN_BATCH,
 };
 use crate::batch::Progress;
@@ -219,12 +219,24 @@ struct Plan {
     /// Documents releasing the identity they hold, with the id they move to.
     releases: Vec<(Bson, Ulid)>,
     /// Derived-id documents to insert.
-    homes: Vec<(Ulid, RawDocumentBuf)>,
+    homes: Vec<Home>,
+    /// Where each derived id of `homes` is, so the copies of one batch join its insert.
+    pending: HashMap<Ulid, usize>,
     /// `update` statements that settle a derived-id document in place (identity set, a
     /// policy's winner written: `true`) or add old ids to it (`false`), with the id.
     updates: Vec<(Ulid, RawDocumentBuf, bool)>,
     /// Old documents to delete once their home holds them, with that home.
     deletes: Vec<(Bson, Ulid)>,
+}
+
+/// A derived-id document to insert: the stored fields of the document whose content it
+/// takes, and every old id it stands for.
+struct Home {
+    to: Ulid,
+    stored: Document,
+    identity: String,
+    hash: ContentHash,
+    ids: Vec<Bson>,
 }
 
 impl Plan {
@@ -233,7 +245,10 @@ impl Plan {
     fn streamed<T>(&mut self, g: &mut super::Group, r: Read<T>) -> Result<(), Error> {
         let identity = ContentHash(r.identity).to_string();
         let to = r.derived;
-        if g.at_home {
+        if let Some(&k) = self.pending.get(&to) {
+            self.homes[k].ids.push(r.id.clone());
+            self.deletes.push((r.id, to));
+        } else if g.at_home {
             let s = statement(
                 doc! {"_id": to.to_string(), IDENTITY_FIELD: &identity},
                 doc! {"$addToSet": {LEGACY_IDS_FIELD: r.id.clone()}},
@@ -254,12 +269,22 @@ impl Plan {
             if r.state == State::IdDrift {
                 self.releases.push((r.id.clone(), to));
             }
-            let body = home(&r.stored, &identity, &r.hash, std::slice::from_ref(&r.id))?;
-            self.homes.push((to, body));
-            self.deletes.push((r.id, to));
+            self.deletes.push((r.id.clone(), to));
+            self.home(Home {
+                to,
+                stored: r.stored,
+                identity,
+                hash: r.hash,
+                ids: vec![r.id],
+            });
         }
         g.at_home = true;
         Ok(())
+    }
+
+    fn home(&mut self, h: Home) {
+        self.pending.insert(h.to, self.homes.len());
+        self.homes.push(h);
     }
 
     /// All documents of one identity whose content differs.
@@ -322,7 +347,6 @@ impl Plan {
                 .filter(|m| !super::id_is(&m.id, to))
                 .map(|m| m.id.clone()),
         );
-        let body = home(&members[w].stored, &identity, &members[w].hash, &ids)?;
         for m in &members {
             if !super::id_is(&m.id, to) {
                 if m.state != State::Legacy {
@@ -341,10 +365,19 @@ impl Plan {
                 };
                 let mut s = RawDocumentBuf::new();
                 s.append("q", raw(&q)?);
-                s.append("u", body);
+                s.append(
+                    "u",
+                    home(&members[w].stored, &identity, &members[w].hash, &ids)?,
+                );
                 self.updates.push((to, s, true));
             }
-            None => self.homes.push((to, body)),
+            None => self.home(Home {
+                to,
+                stored: members[w].stored.clone(),
+                identity,
+                hash: members[w].hash,
+                ids,
+            }),
         }
         Ok(())
     }
@@ -359,42 +392,21 @@ impl Plan {
         report: &mut AdoptReport,
     ) -> Result<(), Error> {
         let mut failed: HashSet<Ulid> = HashSet::new();
-        let releases = self
-            .releases
-            .iter()
-            .map(|(id, to)| {
-                statement(
-                    doc! {"_id": id.clone()},
-                    doc! {"$unset": {IDENTITY_FIELD: ""}, "$set": {MOVED_TO_FIELD: to.to_string()}},
-                )
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let releases = self
-            .releases
-            .iter()
-            .map(|(_, to)| *to)
-            .zip(releases)
-            .collect();
-        for (r, (id, to)) in send(t, dry, Kind::Update, releases)
-            .await?
-            .into_iter()
-            .zip(self.releases)
-        {
-            if let Err(e) = r {
-                failed.insert(to);
-                report.failures.push((id, e));
-            }
+        for (id, to, e) in release(t, dry, &self.releases).await? {
+            failed.insert(to);
+            report.failures.push((id, e));
         }
         let homes: Vec<(Ulid, RawDocumentBuf)> = self
             .homes
             .into_iter()
-            .filter(|(to, _)| !failed.contains(to))
-            .map(|(to, body)| {
+            .filter(|h| !failed.contains(&h.to))
+            .map(|h| {
                 let mut d = RawDocumentBuf::new();
-                d.append("_id", to.to_string());
+                d.append("_id", h.to.to_string());
+                let body = home(&h.stored, &h.identity, &h.hash, &h.ids)?;
                 crate::stored::append_fields(&mut d, &body, None)
                     .map_err(Error::serialize::<Document>)?;
-                Ok((to, d))
+                Ok((h.to, d))
             })
             .collect::<Result<_, Error>>()?;
         let (homes_count, updates): (Vec<bool>, Vec<(Ulid, RawDocumentBuf)>) = self
@@ -425,27 +437,47 @@ impl Plan {
             .into_iter()
             .filter(|(_, to)| !failed.contains(to))
             .collect();
-        let statements = deletes
-            .iter()
-            .map(|(id, to)| Ok((*to, delete_one(doc! {"_id": id.clone()})?)))
-            .collect::<Result<Vec<_>, Error>>()?;
-        for (r, (id, to)) in send(t, dry, Kind::Delete, statements)
-            .await?
-            .into_iter()
-            .zip(deletes)
-        {
-            match r {
-                Ok(()) => {
-                    report.merged += 1;
-                    if mapping {
-                        report.mapping.push((id, to));
-                    }
-                }
-                Err(e) => report.failures.push((id, e)),
-            }
+        let ids: Vec<Bson> = deletes.iter().map(|(id, _)| id.clone()).collect();
+        // One statement for many ids: a document already gone (deleted by the run a kill
+        // interrupted) is what was wanted.
+        report.merged += if dry {
+            ids.len() as u64
+        } else {
+            apply_set(t, SetOp::Delete, &ids).await?
+        };
+        if mapping {
+            report.mapping.extend(deletes);
         }
         Ok(())
     }
+}
+
+/// Releases the identities drifted documents hold, so their homes can take them: one
+/// statement for all; where it does not match each one, one per document, to tell which
+/// vanished. Returns the documents that could not be released.
+async fn release(
+    t: &Target,
+    dry: bool,
+    releases: &[(Bson, Ulid)],
+) -> Result<Vec<(Bson, Ulid, Error)>, Error> {
+    let ids: Vec<Bson> = releases.iter().map(|(id, _)| id.clone()).collect();
+    if dry || apply_set(t, SetOp::Release, &ids).await? == ids.len() as u64 {
+        return Ok(Vec::new());
+    }
+    let mut statements = Vec::new();
+    for (id, to) in releases {
+        let s = statement(
+            doc! {"_id": id.clone()},
+            doc! {"$unset": {IDENTITY_FIELD: ""}},
+        )?;
+        statements.push((*to, s));
+    }
+    let results = apply(t, Kind::Update, statements).await?;
+    Ok(releases
+        .iter()
+        .zip(results)
+        .filter_map(|((id, to), r)| r.err().map(|e| (id.clone(), *to, e)))
+        .collect())
 }
 
 /// `apply`, or in a dry run the success it would have.

@@ -304,3 +304,63 @@ pub(crate) fn delete_one(q: Document) -> Result<bson::RawDocumentBuf, crate::Err
     s.append("limit", 1);
     Ok(s)
 }
+
+/// A set-based write over many `_id`s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SetOp {
+    /// Delete them.
+    Delete,
+    /// Unset `_nk_identity` on them.
+    Release,
+}
+
+/// Ids per set-based statement: well within every engine's command size.
+const SET_CHUNK: usize = 1_000;
+
+/// One statement per [`SET_CHUNK`] ids (`{_id: {$in: ids}}`), where FerretDB 1.x scans the
+/// collection once per statement whatever its filter, so per-document statements cost a scan
+/// each. Returns how many documents matched (release) or were deleted.
+pub(crate) async fn apply_set(
+    t: &crate::op::Target,
+    op: SetOp,
+    ids: &[Bson],
+) -> Result<u64, crate::Error> {
+    let mut n = 0;
+    for chunk in ids.chunks(SET_CHUNK) {
+        let q = bson::doc! {"_id": {"$in": chunk.to_vec()}};
+        let mut s = bson::RawDocumentBuf::new();
+        s.append("q", raw(&q)?);
+        let reply = match op {
+            SetOp::Delete => {
+                s.append("limit", 0);
+                crate::op::delete(t, &[&s], None).await
+            }
+            SetOp::Release => {
+                let u = bson::doc! {"$unset": {IDENTITY_FIELD: ""}};
+                s.append("u", raw(&u)?);
+                s.append("multi", true);
+                crate::op::update(t, &[&s], None).await
+            }
+        }
+        .map_err(crate::error::classify)?;
+        // These documents have no derived id to name: the message names the first of them.
+        let failure = |code: i32, message: &str| crate::Error::WriteFailed {
+            collection: t.namespace.clone(),
+            id: Ulid::nil(),
+            code,
+            message: format!(
+                "{message} (a {op:?} of {} documents from _id {})",
+                chunk.len(),
+                crate::stored::id_text(&chunk[0])
+            ),
+        };
+        if let Some(w) = &reply.write_concern_error {
+            return Err(failure(w.code, &w.errmsg));
+        }
+        if let Some(e) = reply.write_errors.first() {
+            return Err(failure(e.code, &e.errmsg));
+        }
+        n += u64::try_from(reply.n).unwrap_or(0);
+    }
+    Ok(n)
+}
