@@ -168,6 +168,12 @@ impl Deployment {
         self
     }
 
+    /// FerretDB 1.x answers no filter from an index (SQLite's pushdown of a lone `_id` misses
+    /// the index expression): every statement scans the collection.
+    pub(crate) fn scans_every_filter(&self) -> bool {
+        matches!(self.engine, Engine::FerretDb { .. })
+    }
+
     /// FerretDB 1.x lets any number of documents lack a uniquely indexed field; MongoDB counts a
     /// missing field as null.
     pub(crate) fn missing_field_is_absent_in_unique_indexes(&self) -> bool {

@@ -27,6 +27,10 @@ use crate::op::{Scan, Target};
 use crate::stored::{HASH_FIELD, IDENTITY_FIELD, RESERVED_PREFIX};
 use crate::traits::NaturalKey;
 
+/// Old documents held for one sorted delete (about 60 bytes each): the more ids a sort sees,
+/// the narrower each delete statement's range.
+const DELETE_FLUSH: usize = 100_000;
+
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 type Policy<'a, T> = Box<dyn FnMut(&[Candidate<T>]) -> Option<usize> + Send + 'a>;
 
@@ -179,6 +183,7 @@ where
             }
             let t = &self.coll.target;
             let mut conflicted: HashMap<[u8; 32], Vec<Read<T>>> = HashMap::new();
+            let mut doomed = Vec::new();
             let mut scan = Scan::new(t, RawDocumentBuf::new(), None, SCAN_BATCH);
             while let Some(batch) = scan.next::<Document>().await.map_err(classify_error)? {
                 let mut plan = Plan::default();
@@ -195,7 +200,11 @@ where
                         plan.streamed(g, r)?;
                     }
                 }
-                plan.run(t, self.dry_run, self.mapping, &mut report).await?;
+                doomed.extend(plan.run(t, self.dry_run, &mut report).await?);
+                if doomed.len() >= DELETE_FLUSH {
+                    let all = std::mem::take(&mut doomed);
+                    delete_all(t, self.dry_run, self.mapping, all, &mut report).await?;
+                }
                 if let Some(p) = self.progress.as_mut() {
                     p(&report);
                 }
@@ -204,7 +213,8 @@ where
             for (_, members) in conflicted {
                 plan.conflicted(members, &mut self, &mut report)?;
             }
-            plan.run(t, self.dry_run, self.mapping, &mut report).await?;
+            doomed.extend(plan.run(t, self.dry_run, &mut report).await?);
+            delete_all(t, self.dry_run, self.mapping, doomed, &mut report).await?;
             if let Some(p) = self.progress.as_mut() {
                 p(&report);
             }
@@ -383,14 +393,14 @@ impl Plan {
     }
 
     /// Sends the plan (or, in a dry run, counts it): each step only for the homes whose
-    /// previous step landed.
+    /// previous step landed. Returns the old documents to delete now that their homes hold
+    /// them (deleted together, later: see [`delete_all`]).
     async fn run(
         self,
         t: &Target,
         dry: bool,
-        mapping: bool,
         report: &mut AdoptReport,
-    ) -> Result<(), Error> {
+    ) -> Result<Vec<(Bson, Ulid)>, Error> {
         let mut failed: HashSet<Ulid> = HashSet::new();
         for (id, to, e) in release(t, dry, &self.releases).await? {
             failed.insert(to);
@@ -437,19 +447,30 @@ impl Plan {
             .into_iter()
             .filter(|(_, to)| !failed.contains(to))
             .collect();
-        let ids: Vec<Bson> = deletes.iter().map(|(id, _)| id.clone()).collect();
-        // One statement for many ids: a document already gone (deleted by the run a kill
-        // interrupted) is what was wanted.
-        report.merged += if dry {
-            ids.len() as u64
-        } else {
-            apply_set(t, SetOp::Delete, &ids).await?
-        };
-        if mapping {
-            report.mapping.extend(deletes);
-        }
-        Ok(())
+        Ok(deletes)
     }
+}
+
+/// Deletes the old documents whose homes hold them, sorted so that each delete statement
+/// brackets a narrow range of ids (see `apply_set`). A document already gone (deleted by the
+/// run a kill interrupted) is what was wanted.
+async fn delete_all(
+    t: &Target,
+    dry: bool,
+    mapping: bool,
+    doomed: Vec<(Bson, Ulid)>,
+    report: &mut AdoptReport,
+) -> Result<(), Error> {
+    let ids: Vec<Bson> = doomed.iter().map(|(id, _)| id.clone()).collect();
+    report.merged += if dry {
+        ids.len() as u64
+    } else {
+        apply_set(t, SetOp::Delete, &ids).await?
+    };
+    if mapping {
+        report.mapping.extend(doomed);
+    }
+    Ok(())
 }
 
 /// Releases the identities drifted documents hold, so their homes can take them: one

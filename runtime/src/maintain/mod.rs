@@ -314,20 +314,28 @@ pub(crate) enum SetOp {
     Release,
 }
 
-/// Ids per set-based statement: well within every engine's command size.
-const SET_CHUNK: usize = 1_000;
+/// Ids per set-based statement (fewer where the engine's command size says so).
+const SET_CHUNK: usize = 10_000;
 
-/// One statement per [`SET_CHUNK`] ids (`{_id: {$in: ids}}`), where FerretDB 1.x scans the
-/// collection once per statement whatever its filter, so per-document statements cost a scan
-/// each. Returns how many documents matched (release) or were deleted.
+/// One statement per chunk of ids (`{_id: {$in: ids}}`) — FerretDB 1.x scans the collection
+/// once per statement whatever its filter, so per-document statements cost a scan each (43 ms
+/// apiece at 4,000 documents, measured). There, `$in` is also a linear search per document, so
+/// each chunk is one BSON type, sorted, with the range it spans in front (`$gte`/`$lte`,
+/// which every id of the chunk satisfies): documents outside the range are rejected before the
+/// search. Returns how many documents matched (release) or were deleted.
 pub(crate) async fn apply_set(
     t: &crate::op::Target,
     op: SetOp,
     ids: &[Bson],
 ) -> Result<u64, crate::Error> {
     let mut n = 0;
-    for chunk in ids.chunks(SET_CHUNK) {
-        let q = bson::doc! {"_id": {"$in": chunk.to_vec()}};
+    for chunk in set_chunks(t, ids) {
+        let q = match (t.deployment.scans_every_filter(), &chunk[..]) {
+            (true, [lo, .., hi]) if ranged(lo) => {
+                bson::doc! {"_id": {"$gte": lo.clone(), "$lte": hi.clone(), "$in": chunk.clone()}}
+            }
+            _ => bson::doc! {"_id": {"$in": chunk.clone()}},
+        };
         let mut s = bson::RawDocumentBuf::new();
         s.append("q", raw(&q)?);
         let reply = match op {
@@ -363,4 +371,44 @@ pub(crate) async fn apply_set(
         n += u64::try_from(reply.n).unwrap_or(0);
     }
     Ok(n)
+}
+
+/// Ids whose type orders by bytes the same way on every engine (ObjectId, string) and so can
+/// be bracketed by a range.
+fn ranged(id: &Bson) -> bool {
+    matches!(id, Bson::ObjectId(_) | Bson::String(_))
+}
+
+/// `ids` cut into chunks of at most [`SET_CHUNK`] ids and the engine's command bytes; where
+/// ranges are used, each chunk holds one sorted type.
+fn set_chunks(t: &crate::op::Target, ids: &[Bson]) -> Vec<Vec<Bson>> {
+    let mut groups: [Vec<Bson>; 3] = Default::default();
+    for id in ids {
+        let g = match id {
+            Bson::ObjectId(_) => 0,
+            Bson::String(_) => 1,
+            _ => 2,
+        };
+        groups[g].push(id.clone());
+    }
+    groups[0].sort_by_key(|b| b.as_object_id().map(|o| o.bytes()));
+    groups[1].sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+    let limit = t.deployment.limits().max_command_bytes / 2;
+    let mut out = Vec::new();
+    for group in groups {
+        let sizes = group.iter().map(|id| 8 + id_bytes(id));
+        for r in crate::op::chunks(sizes, limit, SET_CHUNK) {
+            out.push(group[r].to_vec());
+        }
+    }
+    out
+}
+
+/// The BSON size of an `_id` value (near enough for cutting commands).
+fn id_bytes(id: &Bson) -> usize {
+    match id {
+        Bson::ObjectId(_) => 12,
+        Bson::String(s) => s.len() + 5,
+        other => bson::to_vec(&bson::doc! {"v": other.clone()}).map_or(64, |v| v.len()),
+    }
 }
