@@ -43,7 +43,7 @@ fn post(i: u64) -> Post {
 
 /// Every twentieth post is stored twice: a retried write under a fresh random id.
 fn copies(i: u64) -> u64 {
-    if i % 20 == 0 {
+    if i.is_multiple_of(20) {
         2
     } else {
         1
