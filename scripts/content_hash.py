@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent implementation of the content hash of docs/id-scheme.md ("Content hash (v1)").
+"""Independent implementation of the content hash of docs/id-scheme.md ("Content hash", v1 and v2).
 
 Written from that document alone, never from the Rust code, so that the golden vectors it
 computes check the Rust implementation rather than restate it. Python standard library only.
@@ -7,6 +7,8 @@ computes check the Rust implementation rather than restate it. Python standard l
     python3 scripts/content_hash.py --write tests/vectors/content.json   # (re)generate
     python3 scripts/content_hash.py --check tests/vectors/content.json   # CI: recompute, diff
     python3 scripts/content_hash.py value.json                            # hash one document
+
+(value.json: a v1 list of fields, or a v2 object {"document": ..., "skip_hash": [...]}.)
 
 The content hash is defined over serde's data model, so the vectors describe values in that
 model, language-neutrally, as JSON. A value is an object with exactly one key:
@@ -37,7 +39,13 @@ A document (the #[derive(NaturalKey)] struct) is a list of fields, each
 identifier as the derive reads it (`r#type` stays "r#type") and the value is the field type's
 own serde value: serde attributes on the document's fields do not apply at this level (they do
 inside the values). Skipped fields keep their value in the file so the Rust side can build the
-same document and prove the value does not matter.
+same document and prove the value does not matter. Such a vector is v1.
+
+A v2 vector ("version": 2) describes a type hashed v2 by its "document": the value its
+Serialize writes (a struct, or a map when a field is flattened; its names as serde stores
+them), and "skip_hash": the stored names of its #[natural_key(skip_hash)] fields, whose values
+stay in the document. Which Rust types are v2 is the derive's decision (the spec lists the
+serde attributes); this file only encodes what each vector says.
 
 Where docs/id-scheme.md was silent, this file's first version had to guess;
 tests/content_vectors.rs then showed what Rust does, and the spec now says it: top-level names
@@ -53,6 +61,7 @@ import struct
 import sys
 
 PREFIX = b"natural-key/content/v1\x00"
+PREFIX_V2 = b"natural-key/content/v2\x00"
 
 UNIT = 0x00
 BOOL = 0x01
@@ -194,6 +203,71 @@ def content_hash(fields) -> str:
     return hashlib.sha256(message(fields)).hexdigest()
 
 
+def top_v2(value, skip_hash) -> bytes:
+    """The v2 document's encoding: at its top level a struct drops the fields named in
+    skip_hash, a map the entries whose key encodes as one of those names as a string; `some`
+    and newtypes have no encoding of their own, so the top level is below them."""
+    (kind, v), = value.items()
+    if kind == "some":
+        return top_v2(v, skip_hash)
+    if kind == "newtype_struct":
+        return top_v2(v[1], skip_hash)
+    if kind == "struct":
+        return enc_fields([f for f in v[1] if f[0] not in skip_hash])
+    if kind == "map":
+        dropped = {enc_str(name) for name in skip_hash}
+        entries = sorted(encode(k) + encode(x) for k, x in v if encode(k) not in dropped)
+        return bytes([MAP_START]) + b"".join(entries) + bytes([MAP_END])
+    if skip_hash:
+        raise ValueError(f"skip_hash {skip_hash!r} on a top level that is a {kind}")
+    return encode(value)
+
+
+def message_v2(document, skip_hash) -> bytes:
+    return PREFIX_V2 + top_v2(document, skip_hash)
+
+
+def vector_message(v) -> bytes:
+    if v.get("version", 1) == 2:
+        return message_v2(v["document"], v["skip_hash"])
+    return message(v["fields"])
+
+
+def ascii_upper(s):
+    return "".join(c.upper() if c.isascii() else c for c in s)
+
+
+def ascii_lower(s):
+    return "".join(c.lower() if c.isascii() else c for c in s)
+
+
+def rename_field(rule, field):
+    """serde's rename_all rule for a struct field, as docs/id-scheme.md states it."""
+    if rule in ("lowercase", "snake_case"):
+        return field
+    if rule in ("UPPERCASE", "SCREAMING_SNAKE_CASE"):
+        return ascii_upper(field)
+    if rule == "PascalCase":
+        out, capitalize = [], True
+        for c in field:
+            if c == "_":
+                capitalize = True
+            elif capitalize:
+                out.append(ascii_upper(c))
+                capitalize = False
+            else:
+                out.append(c)
+        return "".join(out)
+    if rule == "camelCase":
+        pascal = rename_field("PascalCase", field)
+        return ascii_lower(pascal[:1]) + pascal[1:]
+    if rule == "kebab-case":
+        return field.replace("_", "-")
+    if rule == "SCREAMING-KEBAB-CASE":
+        return ascii_upper(field).replace("_", "-")
+    raise ValueError(f"unknown rename rule {rule!r}")
+
+
 # ---------------------------------------------------------------------------------------------
 # The vectors. Each: name, the Rust type and value it stands for, the document's fields, and
 # optionally the name of an earlier vector whose hash it must equal (an invariance the format
@@ -270,6 +344,25 @@ def keyed(*fields):
     """Every NaturalKey type needs an identity key and a timestamp key; both are hashed too."""
     return [["k", S("a")], ["ts", N("i64", T)], *[list(f) for f in fields]]
 
+
+def keyed_doc(name, *fields, rule=None):
+    """A v2 document: the struct serde writes for a keyed type, its names after `rule`."""
+    fields = [["k", S("a")], ["ts", N("i64", T)], *[list(f) for f in fields]]
+    if rule:
+        fields = [[rename_field(rule, f[0]), f[1]] for f in fields]
+    return {"struct": [name, fields]}
+
+
+RENAME_RULES = [  # each rename_all rule, and the Rust type of its vector
+    ("lowercase", "RenamedLower"),
+    ("UPPERCASE", "RenamedUpper"),
+    ("PascalCase", "RenamedPascal"),
+    ("camelCase", "RenamedCamel"),
+    ("snake_case", "RenamedSnake"),
+    ("SCREAMING_SNAKE_CASE", "RenamedScreaming"),
+    ("kebab-case", "RenamedKebab"),
+    ("SCREAMING-KEBAB-CASE", "RenamedScreamingKebab"),
+]
 
 STR_MAP_RUST_ORDER = [  # BTreeMap<String, i64> iteration order (Rust's string order)
     [S(""), N("i64", 0)],
@@ -741,6 +834,124 @@ VECTORS = [
         "(human-readable: serialized as hyphenated text)",
         fields=keyed(["u", S("67e55044-10b1-426f-9247-bb680e5fe0c8")]),
     ),
+    # Content hash v2: types whose serde attributes make the stored document differ from their
+    # Rust fields. The first six are the types of the "top-level ..." vectors above, whose v1
+    # hashes those vectors keep (a v2 type still accepts its v1 hash as stored before).
+    dict(
+        name="top-level serde rename, v2",
+        rust="Renamed as in \"top-level serde rename\": hashed under its stored names",
+        # camelCase leaves k and ts as they are; an explicit rename wins over the rule.
+        document=keyed_doc("Renamed", ["Title", S("t")], [rename_field("camelCase", "page_count"), N("u32", 3)]),
+    ),
+    dict(
+        name="top-level raw and non-ASCII field names, v2",
+        rust="Idents as in \"top-level raw and non-ASCII field names\": r#type is stored as type",
+        document=keyed_doc("Idents", ["type", S("post")], ["größe", N("u8", 2)]),
+    ),
+    dict(
+        name="top-level skip_serializing_if, v2",
+        rust="SkipIf as in \"top-level skip_serializing_if\": the None note is not stored",
+        document=keyed_doc("SkipIf"),
+    ),
+    dict(
+        name="top-level skip_serializing_if, present, v2",
+        rust="SkipIf { note: Some(\"x\") }",
+        document=keyed_doc("SkipIf", ["note", SOME(S("x"))]),
+    ),
+    dict(
+        name="top-level serialize_with, v2",
+        rust="With as in \"top-level serialize_with\": stored, so hashed, as bytes",
+        document=keyed_doc("With", ["data", {"bytes": "00ff10"}]),
+    ),
+    dict(
+        name="top-level serde skip, v2",
+        rust="SkipSerde as in \"top-level serde skip\": cache is never stored, so never hashed",
+        document=keyed_doc("SkipSerde"),
+        same_as="top-level skip_serializing_if, v2",
+    ),
+    dict(
+        name="top-level serde flatten, v2",
+        rust="FlattenTop as in \"top-level serde flatten\": serde stores a map, k and ts first",
+        document=MAP([S("k"), S("a")], [S("ts"), N("i64", T)], [S("a"), N("u8", 1)], [S("b"), N("u8", 2)]),
+    ),
+    dict(
+        name="top-level serde flatten, another order, v2",
+        rust="struct FlattenOrdered { k, ts, #[serde(flatten)] extra: Ordered<String, u8> = "
+        "[(\"b\", 2), (\"a\", 1)] }",
+        document=MAP([S("k"), S("a")], [S("ts"), N("i64", T)], [S("b"), N("u8", 2)], [S("a"), N("u8", 1)]),
+        same_as="top-level serde flatten, v2",
+    ),
+    *[
+        dict(
+            name=f"skip_hash by its stored name, {rule}, v2",
+            rust=f"#[serde(rename_all = \"{rule}\")] struct {name} {{ #[key] k, #[key(timestamp)] ts, "
+            "page_count: u32 = 3, #[natural_key(skip_hash)] last_seen_at: i64 = 1700000000000 }",
+            document=keyed_doc(name, ["page_count", N("u32", 3)], ["last_seen_at", N("i64", T)], rule=rule),
+            skip_hash=[rename_field(rule, "last_seen_at")],
+        )
+        for rule, name in RENAME_RULES
+    ],
+    dict(
+        name="skip_hash by its stored name, other value, v2",
+        rust="RenamedCamel as in \"skip_hash by its stored name, camelCase, v2\", last_seen_at: 0",
+        document=keyed_doc("RenamedCamel", ["page_count", N("u32", 3)], ["last_seen_at", N("i64", 0)],
+                           rule="camelCase"),
+        skip_hash=["lastSeenAt"],
+        same_as="skip_hash by its stored name, camelCase, v2",
+    ),
+    dict(
+        name="skip_hash in a flattened document, v2",
+        rust="struct FlatSkip { k, ts, #[natural_key(skip_hash)] fetched_at: i64 = 9, "
+        "#[serde(flatten)] extra: BTreeMap<String, u8> = {\"z\": 1} } (stored as a map)",
+        document=MAP([S("k"), S("a")], [S("ts"), N("i64", T)], [S("fetched_at"), N("i64", 9)],
+                     [S("z"), N("u8", 1)]),
+        skip_hash=["fetched_at"],
+    ),
+    dict(
+        name="skip_hash in a flattened document, other value, v2",
+        rust="FlatSkip { fetched_at: 0, extra: {\"z\": 1} }",
+        document=MAP([S("k"), S("a")], [S("ts"), N("i64", T)], [S("fetched_at"), N("i64", 0)],
+                     [S("z"), N("u8", 1)]),
+        skip_hash=["fetched_at"],
+        same_as="skip_hash in a flattened document, v2",
+    ),
+    dict(
+        name="container tag, v2",
+        rust="#[serde(tag = \"kind\")] struct TaggedDoc { k, ts, n: u8 = 5 } (serde stores the tag first)",
+        document={"struct": ["TaggedDoc", [["kind", S("TaggedDoc")], ["k", S("a")], ["ts", N("i64", T)],
+                                           ["n", N("u8", 5)]]]},
+    ),
+    dict(
+        name="with module, v2",
+        rust="struct WithModule { k, ts, #[serde(with = \"hex_text\")] data: Vec<u8> = [0, 255, 16] } "
+        "(hex_text::serialize writes lowercase hex)",
+        document=keyed_doc("WithModule", ["data", S("00ff10")]),
+    ),
+    dict(
+        name="rename for serialization only, v2",
+        rust="struct RenameSer { k, ts, #[serde(rename(serialize = \"out\", deserialize = \"in\"))] n: u8 = 5 }",
+        document=keyed_doc("RenameSer", ["out", N("u8", 5)]),
+    ),
+    dict(
+        name="deserialization-only serde attributes keep v1",
+        rust="#[serde(rename = \"Wire\", deny_unknown_fields, rename_all(deserialize = \"camelCase\"))] "
+        "struct DeOnly { k, ts, #[serde(rename(deserialize = \"in\"), alias = \"old\", default)] n: u8 = 5 }",
+        fields=keyed(["n", N("u8", 5)]),
+        same_as="u8 five",
+    ),
+    dict(
+        name="into, v2",
+        rust="#[serde(into = \"IntoWire\")] struct IntoDoc { k, ts, n: u8 = 5 }; "
+        "struct IntoWire { id: String, n: u8 } = { id: k, n } (the stored document is IntoWire)",
+        document={"struct": ["IntoWire", [["id", S("a")], ["n", N("u8", 5)]]]},
+    ),
+    dict(
+        name="transparent, v2",
+        rust="#[serde(transparent)] struct Transparent { #[key] #[serde(skip)] k, "
+        "#[key(timestamp)] #[serde(skip)] ts, inner: Inner = { a: 1, b: { c: \"deep\" } } } "
+        "(stored as Inner: the keys are not stored, so not hashed)",
+        document=ST("Inner", ["a", N("u8", 1)], ["b", ST("Deep", ["c", S("deep")])]),
+    ),
 ]
 
 
@@ -749,12 +960,16 @@ def build():
     for v in VECTORS:
         if v["name"] in by_name:
             raise ValueError(f"duplicate vector name {v['name']!r}")
-        msg = message(v["fields"])
+        entry = {"name": v["name"], "rust": v["rust"]}
+        if "document" in v:
+            entry.update(version=2, document=v["document"], skip_hash=v.get("skip_hash", []))
+        else:
+            entry["fields"] = v["fields"]
+        msg = vector_message(entry)
         h = hashlib.sha256(msg).hexdigest()
         if "same_as" in v and by_name[v["same_as"]] != h:
             raise AssertionError(f"{v['name']!r} should hash like {v['same_as']!r}")
         by_name[v["name"]] = h
-        entry = {"name": v["name"], "rust": v["rust"], "fields": v["fields"]}
         if "same_as" in v:
             entry["same_as"] = v["same_as"]
         entry["message"] = msg.hex()
@@ -768,15 +983,33 @@ def dumps(vectors) -> str:
     def j(x):
         return json.dumps(x, ensure_ascii=False)
 
-    lines = ['{', ' "format": "natural-key content hash vectors v1",', ' "vectors": [']
+    def items(lines, items):
+        for i, x in enumerate(items):
+            lines.append(f"    {j(x)}{',' if i + 1 < len(items) else ''}")
+
+    lines = ['{', ' "format": "natural-key content hash vectors v1, v2",', ' "vectors": [']
     for i, v in enumerate(vectors):
         lines.append("  {")
         lines.append(f'   "name": {j(v["name"])},')
         lines.append(f'   "rust": {j(v["rust"])},')
-        lines.append('   "fields": [')
-        for fi, f in enumerate(v["fields"]):
-            lines.append(f"    {j(f)}{',' if fi + 1 < len(v['fields']) else ''}")
-        lines.append("   ],")
+        if v.get("version") == 2:
+            lines.append('   "version": 2,')
+            (kind, body), = v["document"].items()
+            if kind == "struct":
+                lines.append(f'   "document": {{"struct": [{j(body[0])}, [')
+                items(lines, body[1])
+                lines.append("   ]]},")
+            elif kind == "map":
+                lines.append('   "document": {"map": [')
+                items(lines, body)
+                lines.append("   ]},")
+            else:
+                lines.append(f'   "document": {j(v["document"])},')
+            lines.append(f'   "skip_hash": {j(v["skip_hash"])},')
+        else:
+            lines.append('   "fields": [')
+            items(lines, v["fields"])
+            lines.append("   ],")
         if "same_as" in v:
             lines.append(f'   "same_as": {j(v["same_as"])},')
         lines.append(f'   "message": {j(v["message"])},')
@@ -793,7 +1026,7 @@ def check(path) -> int:
     # First from the file alone: what another implementation would do with it.
     hashes = {}
     for v in json.loads(text)["vectors"]:
-        msg = message(v["fields"])
+        msg = vector_message(v)
         h = hashlib.sha256(msg).hexdigest()
         hashes[v["name"]] = h
         if msg.hex() != v["message"] or h != v["hash"]:
@@ -826,7 +1059,11 @@ def main():
         return
     if a.document:
         with open(a.document, encoding="utf-8") as f:
-            print(content_hash(json.load(f)))
+            doc = json.load(f)
+        if isinstance(doc, dict):
+            print(hashlib.sha256(message_v2(doc["document"], doc.get("skip_hash", []))).hexdigest())
+        else:
+            print(content_hash(doc))
         return
     sys.stdout.write(dumps(build()))
 

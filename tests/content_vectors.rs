@@ -1,7 +1,9 @@
-//! The content hash is a format (docs/id-scheme.md, "Content hash (v1)"): every stored
-//! document's `_nk_hash` depends on it. These golden vectors are computed by an independent
-//! Python implementation of that document (scripts/content_hash.py); each must be reproduced
-//! by `content_hash()` of the Rust document it describes, and none may change.
+//! The content hash is a format (docs/id-scheme.md, "Content hash"): every stored document's
+//! `_nk_hash` depends on it. These golden vectors are computed by an independent Python
+//! implementation of that document (scripts/content_hash.py); each must be reproduced by the
+//! Rust document it describes, and none may change: a v2 vector by its `content_hash()`, a v1
+//! vector by the v1 hash of its type (`content_hash()` of a v1 type, `__content_hash_v1()` of
+//! a type now hashed v2, whose documents written before still carry it).
 //!
 //! The documents derive only `Serialize` next to `NaturalKey`: hashing needs nothing else, and
 //! the helper types below exist only to present a serde shape (an ordered map, bytes).
@@ -231,6 +233,94 @@ document! { struct FlattenTop {
     extra: BTreeMap<String, u8>,
 } }
 
+document! { struct FlattenOrdered {
+    #[serde(flatten)]
+    extra: Ordered<String, u8>,
+} }
+
+/// One type per `rename_all` rule, with a `skip_hash` field the rule renames: the derive must
+/// leave it out under the very name serde stores it with.
+macro_rules! renamed {
+    ($($name:ident: $rule:literal),* $(,)?) => {$(
+        document! {
+            #[serde(rename_all = $rule)]
+            struct $name {
+                page_count: u32,
+                #[natural_key(skip_hash)]
+                last_seen_at: i64,
+            }
+        }
+    )*};
+}
+renamed! {
+    RenamedLower: "lowercase",
+    RenamedUpper: "UPPERCASE",
+    RenamedPascal: "PascalCase",
+    RenamedCamel: "camelCase",
+    RenamedSnake: "snake_case",
+    RenamedScreaming: "SCREAMING_SNAKE_CASE",
+    RenamedKebab: "kebab-case",
+    RenamedScreamingKebab: "SCREAMING-KEBAB-CASE",
+}
+
+document! { struct FlatSkip {
+    #[natural_key(skip_hash)]
+    fetched_at: i64,
+    #[serde(flatten)]
+    extra: BTreeMap<String, u8>,
+} }
+document! {
+    #[serde(tag = "kind")]
+    struct TaggedDoc { n: u8 }
+}
+
+mod hex_text {
+    pub fn serialize<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&v.iter().map(|b| format!("{b:02x}")).collect::<String>())
+    }
+}
+document! { struct WithModule {
+    #[serde(with = "hex_text")]
+    data: Vec<u8>,
+} }
+document! { struct RenameSer {
+    #[serde(rename(serialize = "out", deserialize = "in"))]
+    n: u8,
+} }
+document! {
+    #[serde(rename = "Wire", deny_unknown_fields, rename_all(deserialize = "camelCase"))]
+    struct DeOnly {
+        #[serde(rename(deserialize = "in"), alias = "old", default)]
+        n: u8,
+    }
+}
+document! {
+    #[derive(Clone)]
+    #[serde(into = "IntoWire")]
+    struct IntoDoc { n: u8 }
+}
+#[derive(Serialize)]
+struct IntoWire {
+    id: String,
+    n: u8,
+}
+impl From<IntoDoc> for IntoWire {
+    fn from(d: IntoDoc) -> Self {
+        IntoWire { id: d.k, n: d.n }
+    }
+}
+#[derive(NaturalKey, Serialize)]
+#[serde(transparent)]
+struct Transparent {
+    #[key]
+    #[serde(skip)]
+    k: String,
+    #[key(timestamp)]
+    #[serde(skip)]
+    ts: i64,
+    inner: Inner,
+}
+
 #[derive(Serialize)]
 enum Shape {
     Dot,
@@ -283,6 +373,9 @@ document! { struct Uuids { u: uuid::Uuid } }
 struct Case {
     name: &'static str,
     hash: ContentHash,
+    /// `__content_hash_v1()`: for a type hashed v2, the v1 hash a writer before the upgrade
+    /// stored, which is what the type's v1 vectors describe.
+    hash_v1: Option<ContentHash>,
     /// The document as serde presents it, in the vectors' value model, to be compared with the
     /// vector's fields: proof that the Rust value is the one the vector describes. `None` where
     /// serde attributes on the document's own fields make serde's view differ from the hashed
@@ -294,6 +387,7 @@ fn case<D: NaturalKey>(name: &'static str, doc: D) -> Case {
     Case {
         name,
         hash: doc.content_hash().unwrap(),
+        hash_v1: doc.__content_hash_v1(),
         serde_view: Some(model::of(&doc)),
     }
 }
@@ -656,6 +750,151 @@ fn cases() -> Vec<Case> {
                 u: uuid::Uuid::parse_str("67e55044-10b1-426f-9247-bb680e5fe0c8").unwrap()
             }),
         ),
+        case(
+            "top-level serde rename, v2",
+            doc!(Renamed {
+                the_title: s("t"),
+                page_count: 3
+            }),
+        ),
+        case(
+            "top-level raw and non-ASCII field names, v2",
+            doc!(Idents {
+                r#type: s("post"),
+                größe: 2
+            }),
+        ),
+        case(
+            "top-level skip_serializing_if, v2",
+            doc!(SkipIf { note: None }),
+        ),
+        case(
+            "top-level skip_serializing_if, present, v2",
+            doc!(SkipIf { note: Some(s("x")) }),
+        ),
+        case(
+            "top-level serialize_with, v2",
+            doc!(With {
+                data: vec![0, 255, 16]
+            }),
+        ),
+        case("top-level serde skip, v2", doc!(SkipSerde { cache: 7 })),
+        case(
+            "top-level serde flatten, v2",
+            doc!(FlattenTop {
+                extra: [(s("b"), 2), (s("a"), 1)].into()
+            }),
+        ),
+        case(
+            "top-level serde flatten, another order, v2",
+            doc!(FlattenOrdered {
+                extra: Ordered(vec![(s("b"), 2), (s("a"), 1)])
+            }),
+        ),
+        case(
+            "skip_hash by its stored name, lowercase, v2",
+            doc!(RenamedLower {
+                page_count: 3,
+                last_seen_at: T
+            }),
+        ),
+        case(
+            "skip_hash by its stored name, UPPERCASE, v2",
+            doc!(RenamedUpper {
+                page_count: 3,
+                last_seen_at: T
+            }),
+        ),
+        case(
+            "skip_hash by its stored name, PascalCase, v2",
+            doc!(RenamedPascal {
+                page_count: 3,
+                last_seen_at: T
+            }),
+        ),
+        case(
+            "skip_hash by its stored name, camelCase, v2",
+            doc!(RenamedCamel {
+                page_count: 3,
+                last_seen_at: T
+            }),
+        ),
+        case(
+            "skip_hash by its stored name, snake_case, v2",
+            doc!(RenamedSnake {
+                page_count: 3,
+                last_seen_at: T
+            }),
+        ),
+        case(
+            "skip_hash by its stored name, SCREAMING_SNAKE_CASE, v2",
+            doc!(RenamedScreaming {
+                page_count: 3,
+                last_seen_at: T
+            }),
+        ),
+        case(
+            "skip_hash by its stored name, kebab-case, v2",
+            doc!(RenamedKebab {
+                page_count: 3,
+                last_seen_at: T
+            }),
+        ),
+        case(
+            "skip_hash by its stored name, SCREAMING-KEBAB-CASE, v2",
+            doc!(RenamedScreamingKebab {
+                page_count: 3,
+                last_seen_at: T
+            }),
+        ),
+        case(
+            "skip_hash by its stored name, other value, v2",
+            doc!(RenamedCamel {
+                page_count: 3,
+                last_seen_at: 0
+            }),
+        ),
+        case(
+            "skip_hash in a flattened document, v2",
+            doc!(FlatSkip {
+                fetched_at: 9,
+                extra: [(s("z"), 1)].into()
+            }),
+        ),
+        case(
+            "skip_hash in a flattened document, other value, v2",
+            doc!(FlatSkip {
+                fetched_at: 0,
+                extra: [(s("z"), 1)].into()
+            }),
+        ),
+        case("container tag, v2", doc!(TaggedDoc { n: 5 })),
+        case(
+            "with module, v2",
+            doc!(WithModule {
+                data: vec![0, 255, 16]
+            }),
+        ),
+        case(
+            "rename for serialization only, v2",
+            doc!(RenameSer { n: 5 }),
+        ),
+        case(
+            "deserialization-only serde attributes keep v1",
+            doc!(DeOnly { n: 5 }),
+        ),
+        case("into, v2", doc!(IntoDoc { n: 5 })),
+        case(
+            "transparent, v2",
+            Transparent {
+                k: s("a"),
+                ts: T,
+                inner: Inner {
+                    a: 1,
+                    b: Deep { c: s("deep") },
+                },
+            },
+        ),
     ]
 }
 
@@ -685,15 +924,17 @@ fn golden_content_vectors_from_the_python_reference() {
             ));
             continue;
         };
-        let fields = v["fields"].as_array().unwrap();
-        if let Some(view) = &c.serde_view {
-            let expected = Value::Array(
-                fields
-                    .iter()
-                    .map(|f| Value::Array(f.as_array().unwrap()[..2].to_vec()))
-                    .collect(),
-            );
-            let got = view["struct"][1].clone();
+        let v2 = v["version"] == 2;
+        // The serde view is the whole document in v2, the fields (less their flags) in v1.
+        let (got, expected) = if v2 {
+            (c.serde_view.clone(), v["document"].clone())
+        } else {
+            let fields = v["fields"].as_array().unwrap().iter();
+            let fields = fields.map(|f| Value::Array(f.as_array().unwrap()[..2].to_vec()));
+            let view = c.serde_view.as_ref().map(|view| view["struct"][1].clone());
+            (view, Value::Array(fields.collect()))
+        };
+        if let Some(got) = got {
             if model::normalize(&got) != model::normalize(&expected) {
                 failures.push(format!(
                     "{name:?}: the Rust value is not the vector's\n  rust:   {got}\n  vector: {expected}"
@@ -701,11 +942,17 @@ fn golden_content_vectors_from_the_python_reference() {
                 continue;
             }
         }
-        if c.hash.to_string() != v["hash"].as_str().unwrap() {
-            failures.push(format!(
-                "{name:?}: content_hash() {}, vector {}",
-                c.hash, v["hash"]
-            ));
+        if v2 && c.hash_v1.is_none() {
+            failures.push(format!("{name:?}: a v2 vector, but its type is hashed v1"));
+            continue;
+        }
+        let (what, hash) = match c.hash_v1 {
+            Some(_) if v2 => ("content_hash()", c.hash),
+            Some(v1) => ("__content_hash_v1()", v1),
+            None => ("content_hash()", c.hash),
+        };
+        if hash.to_string() != v["hash"].as_str().unwrap() {
+            failures.push(format!("{name:?}: {what} {hash}, vector {}", v["hash"]));
         }
     }
     for name in by_name.keys() {
@@ -718,6 +965,145 @@ fn golden_content_vectors_from_the_python_reference() {
         vectors.len(),
         failures.join("\n")
     );
+}
+
+// The rule beyond the vectors: what is hashed is what is stored, so two types that store the
+// same document hash the same, whatever their Rust fields.
+
+document! { struct TitleAsHeadline {
+    #[serde(rename = "title")]
+    headline: String,
+} }
+document! { struct TitleAsName {
+    #[serde(rename = "title")]
+    name: String,
+} }
+document! { struct HeadingAsHeadline {
+    #[serde(rename = "heading")]
+    headline: String,
+} }
+
+#[test]
+fn a_renamed_field_is_hashed_under_its_stored_name() {
+    let h = |d: &dyn Hash| d.hash();
+    let a = doc!(TitleAsHeadline {
+        headline: "x".into()
+    });
+    assert_eq!(h(&a), h(&doc!(TitleAsName { name: "x".into() })));
+    assert_ne!(
+        h(&a),
+        h(&doc!(HeadingAsHeadline {
+            headline: "x".into()
+        }))
+    );
+}
+
+document! { struct DataAsBlob {
+    #[serde(rename = "data")]
+    data: Blob,
+} }
+document! { struct DataAsSeq {
+    #[serde(rename = "data")]
+    data: Vec<u8>,
+} }
+
+#[test]
+fn serialize_with_hashes_the_stored_representation() {
+    let h = |d: &dyn Hash| d.hash();
+    let with = doc!(With {
+        data: vec![0, 255, 16]
+    });
+    assert_eq!(
+        h(&with),
+        h(&doc!(DataAsBlob {
+            data: Blob(vec![0, 255, 16])
+        }))
+    );
+    assert_ne!(
+        h(&with),
+        h(&doc!(DataAsSeq {
+            data: vec![0, 255, 16]
+        }))
+    );
+}
+
+/// Not `Serialize`: a v1 walk could not hash a type holding it, a v2 hash never looks at it.
+struct Handle(#[allow(dead_code)] u32);
+document! { struct WithHandle {
+    #[serde(skip)]
+    handle: Handle,
+    n: u8,
+} }
+
+#[test]
+fn a_field_serde_skips_is_not_hashed_and_need_not_be_serialize() {
+    let h = |d: &dyn Hash| d.hash();
+    assert_eq!(
+        h(&doc!(SkipSerde { cache: 7 })),
+        h(&doc!(SkipSerde { cache: 8 }))
+    );
+    let a = doc!(WithHandle {
+        handle: Handle(1),
+        n: 5
+    });
+    assert_eq!(
+        h(&a),
+        h(&doc!(WithHandle {
+            handle: Handle(2),
+            n: 5
+        }))
+    );
+    assert_ne!(
+        h(&a),
+        h(&doc!(WithHandle {
+            handle: Handle(1),
+            n: 6
+        }))
+    );
+    assert_eq!(
+        a.__content_hash_v1(),
+        None,
+        "no v1 writer can have stored it"
+    );
+}
+
+document! { struct FlattenHash {
+    #[serde(flatten)]
+    extra: HashMap<String, u8>,
+} }
+
+#[test]
+fn a_flattened_map_hashes_in_any_order() {
+    let entries: Vec<(String, u8)> = (0..64).map(|i| (format!("f{i}"), i)).collect();
+    let sorted = doc!(FlattenTop {
+        extra: entries.iter().cloned().collect()
+    });
+    for _ in 0..8 {
+        // Each HashMap has its own random order.
+        let hashed = doc!(FlattenHash {
+            extra: entries.iter().cloned().collect()
+        });
+        assert_eq!(
+            hashed.content_hash().unwrap(),
+            sorted.content_hash().unwrap()
+        );
+    }
+    let reversed = doc!(FlattenOrdered {
+        extra: Ordered(entries.iter().rev().cloned().collect())
+    });
+    assert_eq!(
+        reversed.content_hash().unwrap(),
+        sorted.content_hash().unwrap()
+    );
+}
+
+trait Hash {
+    fn hash(&self) -> ContentHash;
+}
+impl<D: NaturalKey> Hash for D {
+    fn hash(&self) -> ContentHash {
+        self.content_hash().unwrap()
+    }
 }
 
 /// The vectors' language-neutral value model (see scripts/content_hash.py), produced from a

@@ -2,6 +2,7 @@
 //! (`attr.rs`). Building it reports only what stops a model from being built (an input that
 //! is not a struct with named fields, malformed attributes); `valid.rs` checks the rest.
 
+use syn::ext::IdentExt;
 use syn::{Data, DeriveInput, Fields, Generics, Ident, LitStr, Type};
 
 use crate::attr::{self, Derive};
@@ -28,6 +29,16 @@ pub enum SchemeName<'a> {
     Joined,
     /// Not a scheme; reported by `valid.rs`.
     Unknown(&'a LitStr),
+}
+
+/// Which content hash a NaturalKey type gets (docs/id-scheme.md, "Content hash").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContentVersion {
+    /// The Rust fields are the stored fields: the derive's field walk, as always.
+    V1,
+    /// A serde attribute or a raw identifier makes the stored document differ from the Rust
+    /// fields: the hash of the document's serialization.
+    V2,
 }
 
 /// The id scheme to emit, with its defaults filled in.
@@ -104,6 +115,40 @@ impl<'a> Container<'a> {
                 _ => SchemeName::Unknown(lit),
             },
         }
+    }
+
+    /// Decided from the attributes as written, not from their effect: a `rename` to the
+    /// field's own name still makes the type v2. One rule that a reader of the struct can
+    /// apply beats one that depends on what the renames happen to produce.
+    pub fn content_version(&self) -> ContentVersion {
+        let reshaped = self.attrs.serde.reshapes
+            || self
+                .fields()
+                .iter()
+                .any(|f| f.attrs.serde.reshapes || f.ident.to_string().starts_with("r#"));
+        if reshaped {
+            ContentVersion::V2
+        } else {
+            ContentVersion::V1
+        }
+    }
+
+    /// The name serde stores `field` under, as serde_derive computes it: `rename`, else the
+    /// container's `rename_all` rule applied to the identifier without `r#`, else that
+    /// identifier. `None` for a field not stored under a name of its own (skipped, flattened).
+    pub fn stored_name(&self, field: &Field) -> Option<String> {
+        let serde = &field.attrs.serde;
+        if serde.not_stored.is_some() || serde.flatten.is_some() {
+            return None;
+        }
+        if let Some(lit) = &serde.rename {
+            return Some(lit.value());
+        }
+        let ident = field.ident.unraw().to_string();
+        Some(match self.attrs.serde.rename_all {
+            Some(rule) => rule.apply_to_field(&ident),
+            None => ident,
+        })
     }
 
     /// The scheme of a valid container.

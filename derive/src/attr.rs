@@ -1,11 +1,13 @@
 //! Parsing the attributes into plain data: `#[natural_key(...)]` on the container, `#[key]`,
 //! `#[key(timestamp | nfc | lowercase)]`, `#[natural_key(skip_hash)]`, `#[id]` and
-//! `#[idempotency_key]` on fields. Only syntax is checked here (unknown or repeated options,
-//! values of the wrong form); the rules that relate attributes live in `valid.rs`.
+//! `#[idempotency_key]` on fields, and what `#[serde(...)]` says about the stored form. Only
+//! syntax is checked here (unknown or repeated options, values of the wrong form); the rules
+//! that relate attributes live in `valid.rs`.
 
 use syn::meta::ParseNestedMeta;
 use syn::{Attribute, LitStr, Path};
 
+use crate::case::RenameRule;
 use crate::ctxt::Ctxt;
 
 /// The derive being expanded: it decides which attributes are its own.
@@ -32,11 +34,61 @@ pub struct Container {
     pub separator: Option<LitStr>,
     /// `crate = "..."`: the path under which natural-key is reachable.
     pub krate: Option<Path>,
+    pub serde: SerdeContainer,
+}
+
+/// What the container's `#[serde(...)]` says about how the document is stored. Only the
+/// serialize side is read: deserialization-only options do not change what is stored.
+#[derive(Default)]
+pub struct SerdeContainer {
+    /// `rename_all` (for serialization), when it names a rule serde knows.
+    pub rename_all: Option<RenameRule>,
+    /// `transparent`, `into = ".."` or `remote = ".."`: the stored document is not this
+    /// struct's fields under their names.
+    pub foreign: Option<Path>,
+    /// An option that makes the stored document differ from the Rust fields (`rename_all`,
+    /// `rename_all_fields`, `tag` and the three above): the type is hashed v2.
+    pub reshapes: bool,
+}
+
+impl SerdeContainer {
+    fn from_ast(attrs: &[Attribute]) -> Self {
+        let mut out = SerdeContainer::default();
+        for_serde_options(attrs, |meta| {
+            let path = &meta.path;
+            if path.is_ident("rename_all") || path.is_ident("rename_all_fields") {
+                if let Some(rule) = serialize_side(meta)? {
+                    out.reshapes = true;
+                    if path.is_ident("rename_all") {
+                        out.rename_all = RenameRule::from_name(&rule.value());
+                    }
+                }
+            } else if ["transparent", "into", "remote"]
+                .iter()
+                .any(|n| path.is_ident(n))
+            {
+                out.reshapes = true;
+                out.foreign = Some(path.clone());
+                skip(meta)?;
+            } else if path.is_ident("tag") {
+                // On a struct, serde writes the tag as a field of its own, first.
+                out.reshapes = true;
+                skip(meta)?;
+            } else {
+                skip(meta)?;
+            }
+            Ok(())
+        });
+        out
+    }
 }
 
 impl Container {
     pub fn from_ast(cx: &mut Ctxt, attrs: &[Attribute], derive: Derive) -> Self {
-        let mut out = Container::default();
+        let mut out = Container {
+            serde: SerdeContainer::from_ast(attrs),
+            ..Container::default()
+        };
         for attr in attrs.iter().filter(|a| a.path().is_ident("natural_key")) {
             let r = attr.parse_nested_meta(|meta| {
                 if meta.path.is_ident("crate") {
@@ -123,25 +175,71 @@ pub struct Key {
 /// The attributes of one field, as written.
 pub struct Field<'a> {
     pub key: Option<Key>,
-    pub skip_hash: bool,
+    /// `#[natural_key(skip_hash)]`, as written.
+    pub skip_hash: Option<Path>,
     pub id: bool,
     pub idempotency_key: bool,
     /// Attributes of the other derive (`#[key]` under RandomId, `#[id]` and
     /// `#[idempotency_key]` under NaturalKey), not parsed.
     pub other_derive: Vec<&'a Attribute>,
-    /// The name serde serializes the field under, where `#[serde(rename ...)]` gives one.
-    pub serde_rename: Option<LitStr>,
+    pub serde: SerdeField,
+}
+
+/// What a field's `#[serde(...)]` says about how it is stored (serialize side only).
+#[derive(Default)]
+pub struct SerdeField {
+    /// The name serde serializes the field under, where `rename` gives one.
+    pub rename: Option<LitStr>,
+    /// `skip` or `skip_serializing`: never stored.
+    pub not_stored: Option<Path>,
+    /// `flatten`: stored as the entries of its value, not under a name.
+    pub flatten: Option<Path>,
+    /// An option that makes the stored field differ from the Rust field (`rename`, `skip`,
+    /// `skip_serializing`, `skip_serializing_if`, `serialize_with`, `with`, `flatten`,
+    /// `getter`): the type is hashed v2.
+    pub reshapes: bool,
+}
+
+impl SerdeField {
+    fn from_ast(attrs: &[Attribute]) -> Self {
+        let mut out = SerdeField::default();
+        for_serde_options(attrs, |meta| {
+            let path = &meta.path;
+            if path.is_ident("rename") {
+                if let Some(name) = serialize_side(meta)? {
+                    out.reshapes = true;
+                    out.rename = Some(name);
+                }
+            } else if path.is_ident("skip") || path.is_ident("skip_serializing") {
+                out.reshapes = true;
+                out.not_stored = Some(path.clone());
+            } else if path.is_ident("flatten") {
+                out.reshapes = true;
+                out.flatten = Some(path.clone());
+            } else if ["skip_serializing_if", "serialize_with", "with", "getter"]
+                .iter()
+                .any(|n| path.is_ident(n))
+            {
+                out.reshapes = true;
+                skip(meta)?;
+            } else {
+                skip(meta)?;
+            }
+            Ok(())
+        });
+        out
+    }
 }
 
 impl<'a> Field<'a> {
     pub fn from_ast(cx: &mut Ctxt, attrs: &'a [Attribute], derive: Derive) -> Self {
         let mut out = Field {
             key: None,
-            skip_hash: false,
+            skip_hash: None,
             id: false,
             idempotency_key: false,
             other_derive: Vec::new(),
-            serde_rename: None,
+            serde: SerdeField::from_ast(attrs),
         };
         for attr in attrs {
             let path = attr.path();
@@ -171,12 +269,10 @@ impl<'a> Field<'a> {
                 } else {
                     out.idempotency_key = true;
                 }
-            } else if path.is_ident("serde") {
-                out.serde_rename = serde_rename(attr).or(out.serde_rename.take());
             } else if path.is_ident("natural_key") {
                 let r = attr.parse_nested_meta(|meta| {
                     if meta.path.is_ident("skip_hash") && derive == Derive::NaturalKey {
-                        out.skip_hash = true;
+                        out.skip_hash = Some(meta.path.clone());
                         return Ok(());
                     }
                     unknown(
@@ -237,29 +333,33 @@ fn key(cx: &mut Ctxt, attr: &Attribute) -> Key {
     k
 }
 
-/// The serialized name of `#[serde(rename = "...")]` or `#[serde(rename(serialize = "..."))]`.
-/// Anything else in a serde attribute is serde's to parse and report: a malformed one gives
-/// `None` here, never an error of ours.
-fn serde_rename(attr: &Attribute) -> Option<LitStr> {
-    let mut rename = None;
-    let _ = attr.parse_nested_meta(|meta| {
-        if !meta.path.is_ident("rename") {
-            return skip(&meta);
-        }
-        if meta.input.peek(syn::Token![=]) {
-            rename = Some(meta.value()?.parse()?);
-            return Ok(());
-        }
+/// Runs `f` on every option of every `#[serde(...)]` attribute. A malformed serde attribute
+/// is serde's to report: its options from the first one we cannot read are ignored, never an
+/// error of ours.
+fn for_serde_options(attrs: &[Attribute], mut f: impl FnMut(&ParseNestedMeta) -> syn::Result<()>) {
+    for attr in attrs.iter().filter(|a| a.path().is_ident("serde")) {
+        let _ = attr.parse_nested_meta(|meta| f(&meta));
+    }
+}
+
+/// The serialize side of an option serde splits in two: `rename = "x"` (both sides) or
+/// `rename(serialize = "x", deserialize = "y")`; `None` when only the deserialize side is given.
+fn serialize_side(meta: &ParseNestedMeta) -> syn::Result<Option<LitStr>> {
+    if meta.input.peek(syn::Token![=]) {
+        return Ok(Some(meta.value()?.parse()?));
+    }
+    let mut out = None;
+    if meta.input.peek(syn::token::Paren) {
         meta.parse_nested_meta(|inner| {
             if inner.path.is_ident("serialize") {
-                rename = Some(inner.value()?.parse()?);
+                out = Some(inner.value()?.parse()?);
                 Ok(())
             } else {
                 skip(&inner)
             }
-        })
-    });
-    rename
+        })?;
+    }
+    Ok(out)
 }
 
 /// Consumes the value or the parenthesized list of an option we do not read.

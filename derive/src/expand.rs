@@ -5,7 +5,7 @@ use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 
-use crate::ast::{Container, Scheme};
+use crate::ast::{Container, ContentVersion, Scheme};
 
 /// The implementations of a valid NaturalKey container.
 pub fn natural_key(input: &Container) -> TokenStream {
@@ -52,15 +52,7 @@ pub fn natural_key(input: &Container) -> TokenStream {
         <#ts_ty as #ts_krate::KeyTimestamp>::unix_millis(&self.#ts_member)
     };
 
-    let content = input
-        .fields()
-        .iter()
-        .filter(|f| !f.attrs.skip_hash)
-        .map(|f| {
-            let member = f.ident;
-            let name = member.to_string();
-            quote!(__hasher.field::<Self, _>(#name, &self.#member)?;)
-        });
+    let content = content_hash(input, &p, &krate);
 
     quote! {
         #[automatically_derived]
@@ -80,19 +72,74 @@ pub fn natural_key(input: &Container) -> TokenStream {
             fn __timestamp_ms(&self) -> #p::Result<u64, #krate::KeyError> {
                 #p::check_timestamp(#ts_name, #ts_millis)
             }
-            fn __write_content(
-                &self,
-                __hasher: &mut #p::ContentHasher,
-            ) -> #p::Result<(), #krate::Error> {
-                #(#content)*
-                #p::Result::Ok(())
-            }
+            #content
         }
 
         #[automatically_derived]
         impl #impl_g #p::Indexes for #ident #ty_g #where_clause {
             fn index_models() -> #p::Vec<#p::IndexModel> {
                 ::std::vec![#p::identity_index()]
+            }
+        }
+    }
+}
+
+/// The content hash methods of a NaturalKey impl. Every type has the v1 walk (its hashed
+/// fields by Rust name); a v2 type hashes its serialization instead and keeps the walk for
+/// the hashes stored before the upgrade.
+fn content_hash(input: &Container, p: &TokenStream, krate: &TokenStream) -> TokenStream {
+    let hashed = input
+        .fields()
+        .iter()
+        .filter(|f| f.attrs.skip_hash.is_none());
+    let walk = |f: &crate::ast::Field| {
+        let member = f.ident;
+        // v1 hashed the identifier as the derive sees it, `r#` included.
+        let name = member.to_string();
+        match input.content_version() {
+            ContentVersion::V1 => quote!(__hasher.field::<Self, _>(#name, &self.#member)?;),
+            ContentVersion::V2 => {
+                quote!((&#p::V1Field(&self.#member)).v1_field::<Self>(__hasher, #name)?;)
+            }
+        }
+    };
+    let walk = hashed.map(walk);
+    let probes = (input.content_version() == ContentVersion::V2).then(|| {
+        quote! {
+            #[allow(unused_imports)]
+            use #p::{V1Hashable as _, V1Unhashable as _};
+        }
+    });
+    let write_content = quote! {
+        fn __write_content(
+            &self,
+            __hasher: &mut #p::ContentHasher,
+        ) -> #p::Result<(), #krate::Error> {
+            #probes
+            #(#walk)*
+            #p::Result::Ok(())
+        }
+    };
+    match input.content_version() {
+        ContentVersion::V1 => write_content,
+        ContentVersion::V2 => {
+            let skip = input
+                .fields()
+                .iter()
+                .filter(|f| f.attrs.skip_hash.is_some())
+                .map(|f| {
+                    input
+                        .stored_name(f)
+                        .expect("validated: a stored skip_hash field")
+                });
+            quote! {
+                #write_content
+                fn content_hash(&self) -> #p::Result<#krate::ContentHash, #krate::Error> {
+                    #p::content_hash_v2(self, &[#(#skip),*])
+                }
+                fn __content_hash_v1(&self) -> #p::Option<#krate::ContentHash> {
+                    #p::content_hash_v1(self)
+                }
             }
         }
     }

@@ -6,6 +6,7 @@
 
 mod ast;
 mod attr;
+mod case;
 mod ctxt;
 mod expand;
 mod valid;
@@ -21,6 +22,11 @@ use crate::attr::Derive;
 /// Field attributes: `#[key]`, `#[key(timestamp)]`, `#[key(nfc)]`, `#[key(lowercase)]`,
 /// `#[natural_key(skip_hash)]`. Container attributes: `#[natural_key(namespace = "...")]`,
 /// `#[natural_key(scheme = "joined", separator = ":")]`, `#[natural_key(crate = "...")]`.
+///
+/// The content hash covers what serde stores: a type whose `#[serde(...)]` attributes (or raw
+/// identifiers) make the stored document differ from its Rust fields hashes its serialization
+/// (content hash v2), and `skip_hash` leaves a field out under the name serde stores it with
+/// (docs/id-scheme.md, "Content hash").
 ///
 /// `crate = "path"` is for a crate that uses natural-key under another name (renamed in
 /// `Cargo.toml`, or re-exported): the generated code names `path` instead of `::natural_key`,

@@ -1,6 +1,7 @@
 //! The rules of a model (`ast.rs`) that no single attribute can break on its own: the scheme's
-//! options, attributes of the other derive, one timestamp and at least one identity key
-//! (NaturalKey), one `#[id]` (RandomId). Every problem is reported into the one `Ctxt`.
+//! options, attributes of the other derive, stored names, `skip_hash` against serde's view of
+//! the field, one timestamp and at least one identity key (NaturalKey), one `#[id]`
+//! (RandomId). Every problem is reported into the one `Ctxt`.
 
 use crate::ast::{Container, Field, SchemeName};
 use crate::attr::Derive;
@@ -13,7 +14,8 @@ pub fn check(cx: &mut Ctxt, cont: &Container) {
     };
     for field in fields {
         check_field(cx, field);
-        check_stored_name(cx, cont.derive, field);
+        check_stored_name(cx, cont, field);
+        check_skip_hash(cx, cont, field);
     }
     match cont.derive {
         Derive::NaturalKey => check_keys(cx, cont, fields),
@@ -73,12 +75,15 @@ fn check_field(cx: &mut Ctxt, field: &Field) {
 /// runtime's `stored.rs`, the one home of the rule; a proc-macro crate cannot import it): a field
 /// serialized under one of natural-key's names, a path, an operator or the empty name would be
 /// refused at every write, so it is refused here, where the name is written. Flattened maps
-/// are left to the runtime.
-fn check_stored_name(cx: &mut Ctxt, derive: Derive, field: &Field) {
-    use syn::ext::IdentExt;
-    let (name, span): (String, &dyn quote::ToTokens) = match &field.attrs.serde_rename {
-        Some(lit) => (lit.value(), lit),
-        None => (field.ident.unraw().to_string(), field.ident),
+/// are left to the runtime, and a field serde does not store is not checked.
+fn check_stored_name(cx: &mut Ctxt, cont: &Container, field: &Field) {
+    let derive = cont.derive;
+    let Some(name) = cont.stored_name(field) else {
+        return;
+    };
+    let span: &dyn quote::ToTokens = match &field.attrs.serde.rename {
+        Some(lit) => lit,
+        None => field.ident,
     };
     let problem = if name.starts_with("_nk_") {
         "is reserved: natural-key stores its own fields under `_nk_` names"
@@ -97,6 +102,64 @@ fn check_stored_name(cx: &mut Ctxt, derive: Derive, field: &Field) {
         return;
     };
     cx.error_spanned_by(span, format!("the stored field name {name:?} {problem}"));
+}
+
+/// `skip_hash` leaves a field's stored name out of the content hash, which covers what is
+/// stored; where the derive cannot know that name, or the field is never stored, it refuses
+/// rather than hash something other than the rule says.
+fn check_skip_hash(cx: &mut Ctxt, cont: &Container, field: &Field) {
+    let Some(skip_hash) = &field.attrs.skip_hash else {
+        return;
+    };
+    let serde = &field.attrs.serde;
+    if let Some(flatten) = &serde.flatten {
+        cx.error_spanned_by(
+            skip_hash,
+            format!(
+                "`skip_hash` cannot leave out a `#[serde({})]` field: serde stores its \
+                 entries under their own names, which the derive cannot know, and the content \
+                 hash covers what is stored",
+                path_text(flatten)
+            ),
+        );
+    }
+    if let Some(skip) = &serde.not_stored {
+        cx.error_spanned_by(
+            skip_hash,
+            format!(
+                "`skip_hash` is pointless on a `#[serde({})]` field: serde never stores it, \
+                 and the content hash covers only what is stored; remove `skip_hash`",
+                path_text(skip)
+            ),
+        );
+    }
+    if let Some(foreign) = &cont.attrs.serde.foreign {
+        let (written, why) = match path_text(foreign).as_str() {
+            "transparent" => (
+                "transparent",
+                "the stored document is its one field's value, with no field of this struct \
+                 to leave out",
+            ),
+            "into" => (
+                "into = \"...\"",
+                "the stored document is the serialization of the `into` type, whose field \
+                 names the derive cannot know",
+            ),
+            _ => (
+                "remote = \"...\"",
+                "its `Serialize` is written by hand, so the derive cannot know the stored \
+                 field names",
+            ),
+        };
+        cx.error_spanned_by(
+            skip_hash,
+            format!("`skip_hash` cannot apply in a `#[serde({written})]` type: {why}"),
+        );
+    }
+}
+
+fn path_text(path: &syn::Path) -> String {
+    quote::ToTokens::to_token_stream(path).to_string()
 }
 
 fn check_keys(cx: &mut Ctxt, cont: &Container, fields: &[Field]) {

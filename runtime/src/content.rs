@@ -1,5 +1,10 @@
 //! The canonical content hash: SHA-256 over a streaming, order-independent encoding of a
 //! value's serde representation (layout in docs/id-scheme.md, "Content hash").
+//!
+//! Two versions share the encoding ([`Canon`]) and differ in what they cover at the top level:
+//! v1 walks the document's Rust fields ([`ContentHasher`], driven by the derive), v2 hashes the
+//! document's own serialization ([`content_hash_v2`]), which is what is stored. The derive picks
+//! v2 for a type whose serde attributes make the two differ.
 
 use std::fmt;
 use std::str::FromStr;
@@ -10,7 +15,10 @@ use sha2::{Digest, Sha256};
 use crate::error::Error;
 
 /// Domain-separation prefix of content hash v1.
-const CONTENT_PREFIX: &[u8] = b"natural-key/content/v1\0";
+const PREFIX_V1: &[u8] = b"natural-key/content/v1\0";
+/// Domain-separation prefix of content hash v2: a v2 hash never equals a v1 hash, so a stored
+/// hash says which walk produced it.
+const PREFIX_V2: &[u8] = b"natural-key/content/v2\0";
 
 mod tag {
     pub const NULL: u8 = 0x00;
@@ -105,7 +113,7 @@ impl<'de> serde::Deserialize<'de> for ContentHash {
 /// ```
 pub fn canonical_hash<T: Serialize + ?Sized>(value: &T) -> Result<ContentHash, Error> {
     let mut h = Sha256::new();
-    h.update(CONTENT_PREFIX);
+    h.update(PREFIX_V1);
     value
         .serialize(&mut Canon { out: &mut h })
         .map_err(Error::serialize::<T>)?;
@@ -127,7 +135,7 @@ impl Default for ContentHasher {
 impl ContentHasher {
     pub fn new() -> Self {
         let mut h = Sha256::new();
-        h.update(CONTENT_PREFIX);
+        h.update(PREFIX_V1);
         h.update([tag::STRUCT]);
         ContentHasher { h }
     }
@@ -147,6 +155,75 @@ impl ContentHasher {
         self.h.update([tag::STRUCT_END]);
         ContentHash(self.h.finalize().into())
     }
+}
+
+/// One field of a v2 type on its v1 walk ([`NaturalKey::__content_hash_v1`]). A v2 type may
+/// hold fields that are not `Serialize` (`#[serde(skip)]`, `serialize_with`, `into`): such a
+/// type could not have been hashed by v1, so its walk ends without a hash instead of failing
+/// to compile. Generated code calls `(&V1Field(&self.f)).v1_field::<Self>(..)`, and method
+/// lookup picks [`V1Hashable`] for a `Serialize` field, [`V1Unhashable`] (one autoref further)
+/// otherwise.
+///
+/// [`NaturalKey::__content_hash_v1`]: crate::NaturalKey::__content_hash_v1
+#[doc(hidden)]
+pub struct V1Field<'a, T: ?Sized>(pub &'a T);
+
+/// A `Serialize` field on the v1 walk: hashed as v1 did.
+#[doc(hidden)]
+pub trait V1Hashable {
+    fn v1_field<Owner: ?Sized>(
+        &self,
+        hasher: &mut ContentHasher,
+        name: &'static str,
+    ) -> Result<(), Error>;
+}
+
+impl<T: Serialize + ?Sized> V1Hashable for V1Field<'_, T> {
+    fn v1_field<Owner: ?Sized>(
+        &self,
+        hasher: &mut ContentHasher,
+        name: &'static str,
+    ) -> Result<(), Error> {
+        hasher.field::<Owner, T>(name, self.0)
+    }
+}
+
+/// A field that is not `Serialize` on the v1 walk: the type has no v1 hash.
+#[doc(hidden)]
+pub trait V1Unhashable {
+    fn v1_field<Owner: ?Sized>(
+        &self,
+        _: &mut ContentHasher,
+        name: &'static str,
+    ) -> Result<(), Error> {
+        Err(Error::serialize::<Owner>(format_args!(
+            "field `{name}` is not Serialize: no v1 content hash"
+        )))
+    }
+}
+
+impl<T: ?Sized> V1Unhashable for &V1Field<'_, T> {}
+
+/// Content hash v2 of a document: the canonical encoding of its serde serialization — what is
+/// stored — without the top-level fields named in `skip` (the stored names of its
+/// `#[natural_key(skip_hash)]` fields). The top level is a struct, or a map when serde
+/// flattens a field into it; a field serde skips is simply absent.
+#[doc(hidden)]
+pub fn content_hash_v2<T: Serialize + ?Sized>(
+    doc: &T,
+    skip: &[&str],
+) -> Result<ContentHash, Error> {
+    let mut h = Sha256::new();
+    h.update(PREFIX_V2);
+    write_v2(&mut h, doc, skip).map_err(Error::serialize::<T>)?;
+    Ok(ContentHash(h.finalize().into()))
+}
+
+fn write_v2<S: Sink, T: Serialize + ?Sized>(out: &mut S, doc: &T, skip: &[&str]) -> R {
+    doc.serialize(Top {
+        canon: &mut Canon { out },
+        skip,
+    })
 }
 
 trait Sink {
@@ -371,6 +448,8 @@ impl<'a, 'b, S: Sink> ser::Serializer for &'a mut Canon<'b, S> {
             out: self.out,
             buf: Vec::with_capacity(n * 32),
             spans: Vec::with_capacity(n),
+            skip: &[],
+            dropping: false,
         })
     }
     fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<Self, CanonError> {
@@ -434,6 +513,119 @@ macro_rules! struct_like {
 struct_like!(SerializeStruct);
 struct_like!(SerializeStructVariant);
 
+/// The top level of a v2 document: a struct or a map drops the entries named in `skip`;
+/// anything below is plain [`Canon`]. Newtypes and `Some` have no encoding of their own, so
+/// the top level is the first struct or map under them.
+struct Top<'a, 'b, S: Sink> {
+    canon: &'a mut Canon<'b, S>,
+    skip: &'a [&'a str],
+}
+
+/// A v2 document serialized as a struct: its fields but the skipped ones.
+struct TopStruct<'a, 'b, S: Sink> {
+    canon: &'a mut Canon<'b, S>,
+    skip: &'a [&'a str],
+}
+
+macro_rules! to_canon {
+    ($($method:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
+        $(fn $method(self, $($arg: $ty),*) -> $ret {
+            ser::Serializer::$method(self.canon, $($arg),*)
+        })*
+    };
+}
+
+impl<'a, 'b, S: Sink> ser::Serializer for Top<'a, 'b, S> {
+    type Ok = ();
+    type Error = CanonError;
+    type SerializeSeq = &'a mut Canon<'b, S>;
+    type SerializeTuple = &'a mut Canon<'b, S>;
+    type SerializeTupleStruct = &'a mut Canon<'b, S>;
+    type SerializeTupleVariant = &'a mut Canon<'b, S>;
+    type SerializeMap = MapCanon<'a, S>;
+    type SerializeStruct = TopStruct<'a, 'b, S>;
+    type SerializeStructVariant = &'a mut Canon<'b, S>;
+
+    to_canon! {
+        serialize_bool(v: bool) -> R;
+        serialize_i8(v: i8) -> R;
+        serialize_i16(v: i16) -> R;
+        serialize_i32(v: i32) -> R;
+        serialize_i64(v: i64) -> R;
+        serialize_i128(v: i128) -> R;
+        serialize_u8(v: u8) -> R;
+        serialize_u16(v: u16) -> R;
+        serialize_u32(v: u32) -> R;
+        serialize_u64(v: u64) -> R;
+        serialize_u128(v: u128) -> R;
+        serialize_f32(v: f32) -> R;
+        serialize_f64(v: f64) -> R;
+        serialize_char(v: char) -> R;
+        serialize_str(v: &str) -> R;
+        serialize_bytes(v: &[u8]) -> R;
+        serialize_none() -> R;
+        serialize_unit() -> R;
+        serialize_unit_struct(name: &'static str) -> R;
+        serialize_unit_variant(name: &'static str, i: u32, variant: &'static str) -> R;
+        serialize_seq(len: Option<usize>) -> Result<Self::SerializeSeq, CanonError>;
+        serialize_tuple(len: usize) -> Result<Self::SerializeTuple, CanonError>;
+        serialize_tuple_struct(name: &'static str, len: usize)
+            -> Result<Self::SerializeTupleStruct, CanonError>;
+        serialize_tuple_variant(name: &'static str, i: u32, variant: &'static str, len: usize)
+            -> Result<Self::SerializeTupleVariant, CanonError>;
+        serialize_struct_variant(name: &'static str, i: u32, variant: &'static str, len: usize)
+            -> Result<Self::SerializeStructVariant, CanonError>;
+    }
+
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> R {
+        value.serialize(self)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _name: &'static str, value: &T) -> R {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        name: &'static str,
+        i: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> R {
+        ser::Serializer::serialize_newtype_variant(self.canon, name, i, variant, value)
+    }
+    fn serialize_map(self, len: Option<usize>) -> Result<MapCanon<'a, S>, CanonError> {
+        let mut map = ser::Serializer::serialize_map(self.canon, len)?;
+        map.skip = self.skip;
+        Ok(map)
+    }
+    fn serialize_struct(
+        self,
+        _name: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeStruct, CanonError> {
+        self.canon.byte(tag::STRUCT);
+        Ok(TopStruct {
+            canon: self.canon,
+            skip: self.skip,
+        })
+    }
+}
+
+impl<S: Sink> ser::SerializeStruct for TopStruct<'_, '_, S> {
+    type Ok = ();
+    type Error = CanonError;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> R {
+        if self.skip.contains(&key) {
+            return Ok(());
+        }
+        self.canon.str(key);
+        value.serialize(&mut *self.canon)
+    }
+    fn end(self) -> R {
+        self.canon.byte(tag::STRUCT_END);
+        Ok(())
+    }
+}
+
 /// A map is buffered entry by entry, then written sorted by the entries' encoded bytes, so the
 /// hash does not depend on iteration order (`HashMap`'s differs between processes).
 struct MapCanon<'a, S: Sink> {
@@ -441,6 +633,22 @@ struct MapCanon<'a, S: Sink> {
     buf: Vec<u8>,
     /// (key start, value start, entry end) into `buf`.
     spans: Vec<(usize, usize, usize)>,
+    /// Entries whose key is one of these strings are left out (a v2 document's top level).
+    skip: &'a [&'a str],
+    /// The last key was left out: so is its value.
+    dropping: bool,
+}
+
+impl<S: Sink> MapCanon<'_, S> {
+    /// Whether `key`, an encoded map key, is the string of a skipped name.
+    fn skipped(&self, key: &[u8]) -> bool {
+        self.skip.iter().any(|name| {
+            let (head, text) = key.split_at(key.len().min(9));
+            head.first() == Some(&tag::STR)
+                && head[1..] == (name.len() as u64).to_be_bytes()
+                && text == name.as_bytes()
+        })
+    }
 }
 
 impl<S: Sink> ser::SerializeMap for MapCanon<'_, S> {
@@ -449,10 +657,18 @@ impl<S: Sink> ser::SerializeMap for MapCanon<'_, S> {
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> R {
         let start = self.buf.len();
         key.serialize(&mut Canon { out: &mut self.buf })?;
+        if !self.skip.is_empty() && self.skipped(&self.buf[start..]) {
+            self.buf.truncate(start);
+            self.dropping = true;
+            return Ok(());
+        }
         self.spans.push((start, self.buf.len(), self.buf.len()));
         Ok(())
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> R {
+        if std::mem::take(&mut self.dropping) {
+            return Ok(());
+        }
         value.serialize(&mut Canon { out: &mut self.buf })?;
         let end = self.buf.len();
         match self.spans.last_mut() {
@@ -524,6 +740,172 @@ mod tests {
             matches!(e, Error::Serialize { ref message, .. } if message == "boom"),
             "{e}"
         );
+    }
+
+    /// The v2 message body of `doc`, for comparing bytes.
+    fn v2_body<T: Serialize>(doc: &T, skip: &[&str]) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_v2(&mut out, doc, skip).unwrap();
+        out
+    }
+
+    fn sha(parts: &[&[u8]]) -> ContentHash {
+        let mut h = Sha256::new();
+        for p in parts {
+            h.update(p);
+        }
+        ContentHash(h.finalize().into())
+    }
+
+    #[derive(serde::Serialize)]
+    struct Plain {
+        a: u8,
+        b: &'static str,
+        m: BTreeMap<&'static str, i32>,
+        n: Option<bool>,
+    }
+
+    fn plain() -> Plain {
+        Plain {
+            a: 7,
+            b: "x",
+            m: [("k", -1)].into(),
+            n: None,
+        }
+    }
+
+    /// Why a type without serialization-affecting serde attributes keeps v1: serde's
+    /// `serialize_struct` through `Canon` writes exactly the v1 walk's bytes (STRUCT, then
+    /// name and value per field, STRUCT_END), with or without skipped fields.
+    #[test]
+    fn serde_struct_is_the_v1_walk() {
+        let d = plain();
+        let mut expected = vec![tag::STRUCT];
+        for (name, value) in [
+            ("a", &[tag::INT][..]),
+            ("b", &[tag::STR]),
+            ("m", &[tag::MAP]),
+            ("n", &[tag::NULL]),
+        ] {
+            expected.push(tag::STR);
+            expected.extend((name.len() as u64).to_be_bytes());
+            expected.extend(name.as_bytes());
+            expected.extend(value);
+            match name {
+                "a" => expected.extend(7i128.to_be_bytes()),
+                "b" => {
+                    expected.extend(1u64.to_be_bytes());
+                    expected.push(b'x');
+                }
+                "m" => {
+                    expected.extend([tag::STR]);
+                    expected.extend(1u64.to_be_bytes());
+                    expected.push(b'k');
+                    expected.push(tag::INT);
+                    expected.extend((-1i128).to_be_bytes());
+                    expected.push(tag::MAP_END);
+                }
+                _ => {}
+            }
+        }
+        expected.push(tag::STRUCT_END);
+        assert_eq!(v2_body(&d, &[]), expected);
+
+        let walk = |skip: &[&str]| {
+            let mut h = ContentHasher::new();
+            for name in ["a", "b", "m", "n"]
+                .into_iter()
+                .filter(|n| !skip.contains(n))
+            {
+                match name {
+                    "a" => h.field::<Plain, _>(name, &d.a),
+                    "b" => h.field::<Plain, _>(name, &d.b),
+                    "m" => h.field::<Plain, _>(name, &d.m),
+                    _ => h.field::<Plain, _>(name, &d.n),
+                }
+                .unwrap();
+            }
+            h.finish()
+        };
+        for skip in [&[][..], &["a"], &["b", "n"], &["a", "b", "m", "n"]] {
+            assert_eq!(
+                sha(&[PREFIX_V1, &v2_body(&d, skip)]),
+                walk(skip),
+                "{skip:?}"
+            );
+            assert_eq!(
+                sha(&[PREFIX_V2, &v2_body(&d, skip)]),
+                content_hash_v2(&d, skip).unwrap()
+            );
+            assert_ne!(
+                content_hash_v2(&d, skip).unwrap(),
+                walk(skip),
+                "prefixes differ"
+            );
+        }
+    }
+
+    #[derive(serde::Serialize)]
+    struct Outer {
+        a: u8,
+        inner: Inner,
+    }
+    #[derive(serde::Serialize)]
+    struct Inner {
+        a: u8,
+    }
+
+    #[test]
+    fn v2_skips_top_level_names_only() {
+        let d = |outer, inner| Outer {
+            a: outer,
+            inner: Inner { a: inner },
+        };
+        let h = |d: &Outer| content_hash_v2(d, &["a"]).unwrap();
+        assert_eq!(h(&d(1, 5)), h(&d(2, 5)), "the top-level `a` is not hashed");
+        assert_ne!(h(&d(1, 5)), h(&d(1, 6)), "a nested `a` is");
+        // Through a newtype and `Some`, which have no encoding, the top level is the same.
+        #[derive(serde::Serialize)]
+        struct Wrapped(Option<Outer>);
+        let w = |outer| Wrapped(Some(d(outer, 5)));
+        assert_eq!(
+            content_hash_v2(&w(1), &["a"]).unwrap(),
+            content_hash_v2(&w(2), &["a"]).unwrap()
+        );
+        assert_eq!(content_hash_v2(&w(1), &["a"]).unwrap(), h(&d(1, 5)));
+    }
+
+    #[derive(serde::Serialize)]
+    struct Flat {
+        a: u8,
+        keep: u8,
+        #[serde(flatten)]
+        rest: HashMap<String, u8>,
+    }
+
+    #[test]
+    fn v2_map_top_level_drops_skipped_keys_in_any_order() {
+        let rest: Vec<(String, u8)> = (0..20).map(|i| (format!("k{i}"), i)).collect();
+        let f = |a, rest: &[(String, u8)]| Flat {
+            a,
+            keep: 9,
+            rest: rest.iter().cloned().collect(),
+        };
+        let reversed: Vec<_> = rest.iter().rev().cloned().collect();
+        let h = |d: &Flat| content_hash_v2(d, &["a"]).unwrap();
+        assert_eq!(h(&f(1, &rest)), h(&f(2, &reversed)));
+        // The same entries as a map without the skipped one.
+        let mut map: BTreeMap<String, u8> = rest.iter().cloned().collect();
+        map.insert("keep".into(), 9);
+        assert_eq!(v2_body(&f(1, &rest), &["a"]), v2_body(&map, &[]));
+        // A key that only starts like a skipped name, or is not a string, is kept.
+        let odd: HashMap<String, u8> = [("ab".to_string(), 1)].into();
+        assert_ne!(
+            v2_body(&odd, &["a"]),
+            v2_body(&HashMap::<String, u8>::new(), &[])
+        );
+        let ints: BTreeMap<u8, u8> = [(1, 1)].into();
+        assert_eq!(v2_body(&ints, &["\u{1}"]), v2_body(&ints, &[]));
     }
 
     #[test]

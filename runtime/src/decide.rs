@@ -7,6 +7,7 @@
 use bson::Bson;
 
 use crate::outcome::UpsertOutcome;
+use crate::stored::same_content;
 use ulid::Ulid;
 
 /// What is stored under the document's identity, as the guard read it.
@@ -44,11 +45,13 @@ pub(crate) enum Action<'a> {
     Fork,
 }
 
-/// The decision. `id`/`hash` are the document's derived id (as stored text) and content hash.
+/// The decision. `id`/`hash` are the document's derived id (as stored text) and content hash;
+/// `hash_v1` is, for a type hashed v2, its v1 hash, which counts as the same content.
 pub(crate) fn decide<'a>(
     id: Ulid,
     id_text: &str,
     hash: &str,
+    hash_v1: Option<&str>,
     stored: Option<Stored<'a>>,
     sent: Option<&Sent>,
 ) -> Action<'a> {
@@ -61,7 +64,8 @@ pub(crate) fn decide<'a>(
     if stored.id.as_str() != Some(id_text) {
         return Action::Fork;
     }
-    if stored.hash.and_then(Bson::as_str) == Some(hash) {
+    let stored_hash = stored.hash.and_then(Bson::as_str);
+    if stored_hash.is_some_and(|h| same_content(h, hash, || hash_v1)) {
         // Our content is stored. Ours if it carries the token of a statement we sent.
         return Action::Done(match sent {
             Some(Sent::Uncertain { token, insert }) if stored.token == Some(token.as_str()) => {
@@ -101,7 +105,7 @@ mod tests {
         };
         let (u_ins, u_upd, refused) = (uncertain(true), uncertain(false), Sent::Refused);
         let at = |id, hash, token| Some(Stored { id, hash, token });
-        let d = |stored, sent| decide(id(), ID, "h1", stored, sent);
+        let d = |stored, sent| decide(id(), ID, "h1", None, stored, sent);
 
         // Nothing stored.
         assert_eq!(d(None, None), Action::Insert);
@@ -157,6 +161,43 @@ mod tests {
                 stored_hash: Some(&odd)
             }
         );
+
+        // A type hashed v2 whose v1 hash is "g1": a stored "g1" is our content, written before
+        // the upgrade; it stays (no write). A v1 type does not know "g1".
+        let ours_v1 = Bson::String("g1".into());
+        let d2 = |stored, sent| decide(id(), ID, "h1", Some("g1"), stored, sent);
+        assert_eq!(
+            d2(at(&our_id, Some(&ours_v1), None), None),
+            Action::Done(UpsertOutcome::Unchanged(id()))
+        );
+        assert_eq!(
+            d2(at(&our_id, Some(&ours_v1), Some("t0")), Some(&u_upd)),
+            Action::Done(UpsertOutcome::Unchanged(id()))
+        );
+        assert_eq!(
+            d(at(&our_id, Some(&ours_v1), None), None),
+            Action::Update {
+                stored_hash: Some(&ours_v1)
+            }
+        );
+        // Every other case decides as for a v1 type: the v1 hash only ever adds a match.
+        let hashes = [None, Some(&ours), Some(&theirs), Some(&odd)];
+        let sents = [None, Some(&refused), Some(&u_ins), Some(&u_upd)];
+        for stored_id in [&our_id, &other_id] {
+            for hash in hashes {
+                for token in [None, Some("t0"), Some("t1")] {
+                    for sent in sents {
+                        let view = at(stored_id, hash, token);
+                        assert_eq!(d2(view, sent), d(view, sent), "{view:?} {sent:?}");
+                    }
+                }
+            }
+        }
+        for sent in sents {
+            assert_eq!(d2(None, sent), d(None, sent));
+            // Stored under another id, a v1 hash match is still a fork.
+            assert_eq!(d2(at(&other_id, Some(&ours_v1), None), sent), Action::Fork);
+        }
     }
 }
 
@@ -222,14 +263,28 @@ mod model {
         }
     }
 
-    /// One write: identity, timestamp variant (a different one forks), content.
+    /// One write: identity, timestamp variant (a different one forks), content, and whether
+    /// the writer predates the upgrade to content hash v2 (it knows only the v1 hash).
     #[derive(Debug, Clone)]
     struct Write {
         identity: u8,
         ts: u8,
         content: u8,
-        /// Another writer's write that lands between this one's read and its write.
-        interleaved: Option<(u8, u8)>,
+        legacy: bool,
+        /// Another writer's write (content, legacy) that lands between this one's read and its
+        /// write.
+        interleaved: Option<(u8, bool)>,
+    }
+
+    /// The hashes a writer computes for `content`: a v2 writer's hash and the v1 hash it
+    /// accepts, or a legacy writer's v1 hash alone.
+    fn hashes(content: u8, legacy: bool) -> (String, Option<String>) {
+        let v1 = format!("g{content}");
+        if legacy {
+            (v1, None)
+        } else {
+            (format!("h{content}"), Some(v1))
+        }
     }
 
     fn id_of(identity: u8, ts: u8) -> String {
@@ -250,10 +305,11 @@ mod model {
         e: &mut Engine,
         identity: u8,
         ts: u8,
-        content: u8,
+        (content, legacy): (u8, bool),
         mut interfere: impl FnMut(&mut Engine),
     ) -> Result<UpsertOutcome, &'static str> {
-        let (id, hash) = (id_of(identity, ts), format!("h{content}"));
+        let id = id_of(identity, ts);
+        let (hash, hash_v1) = hashes(content, legacy);
         let mut sent: Option<Sent> = None;
         for round in 0..crate::upsert::MAX_ROUNDS {
             let stored = e.by_identity(identity).cloned();
@@ -264,7 +320,14 @@ mod model {
                 hash: hb.as_ref(),
                 token: d.token.as_deref(),
             });
-            let action = decide(ulid(&id), &id, &hash, view, sent.as_ref());
+            let action = decide(
+                ulid(&id),
+                &id,
+                &hash,
+                hash_v1.as_deref(),
+                view,
+                sent.as_ref(),
+            );
             // Another writer between this read and this write; a decision that writes nothing
             // takes effect at the read, before it.
             let writes = !matches!(action, Action::Done(_) | Action::Fork);
@@ -316,60 +379,81 @@ mod model {
             0u8..3,
             0u8..2,
             0u8..3,
-            proptest::option::of((0u8..3, 0u8..3)),
+            any::<bool>(),
+            proptest::option::of((0u8..3, any::<bool>())),
         )
-            .prop_map(|(identity, ts, content, interleaved)| Write {
+            .prop_map(|(identity, ts, content, legacy, interleaved)| Write {
                 identity,
                 ts,
                 content,
+                legacy,
                 interleaved,
             })
+    }
+
+    /// Per identity: the timestamp of its first write, its content, and whether the stored
+    /// hash is a legacy writer's (v1).
+    type Model = HashMap<u8, (u8, u8, bool)>;
+
+    /// What an upsert of `content` must report against the model, and the model after it.
+    fn expect(
+        model: &mut Model,
+        identity: u8,
+        ts: u8,
+        (content, legacy): (u8, bool),
+    ) -> Result<&'static str, &'static str> {
+        let expected = match model.get(&identity) {
+            None => Ok("inserted"),
+            Some((t, _, _)) if *t != ts => Err("fork"),
+            // A v2 writer accepts either hash of its content; a legacy one only its own.
+            Some((_, c, stored_v1)) if *c == content && (!legacy || *stored_v1) => Ok("unchanged"),
+            Some(_) => Ok("updated"),
+        };
+        if let Ok(outcome) = expected {
+            let entry = model.entry(identity).or_insert((ts, content, legacy));
+            if outcome != "unchanged" {
+                *entry = (entry.0, content, legacy);
+            }
+        }
+        expected
     }
 
     proptest! {
         #[test]
         fn outcomes_and_final_state_match_the_model(writes in proptest::collection::vec(write(), 1..40)) {
             let mut engine = Engine::default();
-            // The model: per identity, the timestamp of its first write and its content.
-            let mut model: HashMap<u8, (u8, u8)> = HashMap::new();
+            let mut model = Model::new();
             for w in &writes {
                 let interleaved = w.interleaved;
                 let mut other: Option<Result<UpsertOutcome, &str>> = None;
                 let mut other_model = model.clone();
-                let got = upsert(&mut engine, w.identity, w.ts, w.content, |e| {
+                let ours = (w.content, w.legacy);
+                let got = upsert(&mut engine, w.identity, w.ts, ours, |e| {
                     // The other writer writes the same identity under the stored (or our)
                     // timestamp, with its own content.
-                    if let Some((_, content)) = interleaved {
+                    if let Some(theirs) = interleaved {
                         let ts = other_model.get(&w.identity).map_or(w.ts, |m| m.0);
-                        let r = upsert(e, w.identity, ts, content, |_| {});
-                        if r.is_ok() {
-                            other_model.insert(w.identity, (ts, content));
-                        }
-                        other = Some(r);
+                        let r = upsert(e, w.identity, ts, theirs, |_| {});
+                        let expected = expect(&mut other_model, w.identity, ts, theirs);
+                        other = Some(r.and_then(|o| {
+                            (Ok(o.as_str()) == expected).then_some(o).ok_or("unexpected")
+                        }));
                     }
                 });
                 if let Some(r) = other {
-                    prop_assert!(r.is_ok(), "the interleaved writer never forks: {r:?}");
+                    prop_assert!(r.is_ok(), "the interleaved writer as the model says: {r:?}");
                     model = other_model;
                 }
-                let expected = match model.get(&w.identity) {
-                    None => Ok("inserted"),
-                    Some((ts, _)) if *ts != w.ts => Err("fork"),
-                    Some((_, c)) if *c == w.content => Ok("unchanged"),
-                    Some(_) => Ok("updated"),
-                };
+                let expected = expect(&mut model, w.identity, w.ts, ours);
                 prop_assert_eq!(got.map(|o| o.as_str()), expected, "{:?}", w);
-                if expected.is_ok() {
-                    let ts = model.get(&w.identity).map_or(w.ts, |m| m.0);
-                    model.insert(w.identity, (ts, w.content));
-                }
             }
-            // Final state: one document per identity, under its first id, with its last content.
+            // Final state: one document per identity, under its first id, with its last
+            // content, under the hash of the writer that last wrote it.
             prop_assert_eq!(engine.docs.len(), model.len());
-            for (identity, (ts, content)) in &model {
+            for (identity, (ts, content, legacy)) in &model {
                 let d = engine.by_identity(*identity).expect("stored");
                 prop_assert_eq!(&d.id, &id_of(*identity, *ts));
-                prop_assert_eq!(&d.hash, &format!("h{content}"));
+                prop_assert_eq!(&d.hash, &hashes(*content, *legacy).0);
             }
         }
     }

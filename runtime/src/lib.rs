@@ -48,7 +48,7 @@ pub use ulid::Ulid;
 /// Items generated code refers to; not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::content::ContentHasher;
+    pub use crate::content::{content_hash_v2, ContentHasher, V1Field, V1Hashable, V1Unhashable};
     pub use crate::key::{check_timestamp, KeySink, Normalize, WriteKey};
     /// What `Indexes::index_models` returns (the name generated code uses).
     pub use crate::traits::IndexSpec as IndexModel;
@@ -57,6 +57,14 @@ pub mod __private {
     pub use std::result::Result;
     pub use std::string::String;
     pub use std::vec::Vec;
+
+    /// The v1 hash of a v2 type's value, from its v1 walk (`__write_content`); `None` when
+    /// the walk cannot hash it.
+    pub fn content_hash_v1<T: crate::NaturalKey + ?Sized>(doc: &T) -> Option<crate::ContentHash> {
+        let mut h = crate::content::ContentHasher::new();
+        doc.__write_content(&mut h).ok()?;
+        Some(h.finish())
+    }
 
     /// The `#[id]` field's value; only a `Ulid` is accepted.
     pub fn ulid_of(id: &ulid::Ulid) -> ulid::Ulid {

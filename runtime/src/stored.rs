@@ -34,6 +34,9 @@ pub(crate) struct Prepared {
     pub(crate) id_text: String,
     pub(crate) identity: String,
     pub(crate) hash: String,
+    /// For a type hashed v2, its v1 hash: a stored `_nk_hash` equal to it was written for this
+    /// content before the upgrade ([`same_content`]). Computed only for v2 types.
+    pub(crate) hash_v1: Option<String>,
     /// The stored fields but `_id`: the document, its identity and its hash — built once;
     /// commands copy it without a `Document` tree in between.
     pub(crate) body: RawDocumentBuf,
@@ -46,6 +49,7 @@ impl Prepared {
         let id = crate::key::ulid_from(doc.__timestamp_ms()?, &digest);
         let identity = crate::content::ContentHash(digest).to_string();
         let hash = doc.content_hash()?.to_string();
+        let hash_v1 = doc.__content_hash_v1().map(|h| h.to_string());
         let mut body = bson::to_raw_document_buf(doc).map_err(Error::serialize::<T>)?;
         check_names(&body, OwnId::Derived).map_err(|e| e.into_error::<T>(t, id))?;
         body.append(IDENTITY_FIELD, identity.as_str());
@@ -56,9 +60,24 @@ impl Prepared {
             id_text: id.to_string(),
             identity,
             hash,
+            hash_v1,
             body,
         })
     }
+}
+
+/// Whether a stored `_nk_hash` says the document holds the content whose hash is `hash`: it is
+/// `hash`, or — for a type hashed v2 — its v1 hash `hash_v1`, which a writer before the
+/// upgrade stored (docs/id-scheme.md, "Upgrading from v1"). Accepting it is what lets an
+/// upgrade rewrite nothing; the v1 hash stays until the document's content changes.
+/// `hash_v1` is asked only when `stored` is not `hash`, so a scan computes it for the
+/// documents still holding a v1 hash alone.
+pub(crate) fn same_content<S: AsRef<str>>(
+    stored: &str,
+    hash: &str,
+    hash_v1: impl FnOnce() -> Option<S>,
+) -> bool {
+    stored == hash || hash_v1().is_some_and(|v1| v1.as_ref() == stored)
 }
 
 /// Everything derived from a [`RandomId`] event before touching the database.

@@ -34,9 +34,19 @@ pub trait NaturalKey: WriteKey + Indexes + Serialize {
     #[doc(hidden)]
     fn __timestamp_ms(&self) -> Result<u64, KeyError>;
 
-    /// Feeds the hashed (non-`skip_hash`) fields to the content hasher.
+    /// The v1 walk: feeds the hashed (non-`skip_hash`) fields to the content hasher, by their
+    /// Rust names. The content hash of a v1 type; for a v2 type, the walk behind
+    /// [`__content_hash_v1`](NaturalKey::__content_hash_v1).
     #[doc(hidden)]
     fn __write_content(&self, hasher: &mut ContentHasher) -> Result<(), Error>;
+
+    /// For a type hashed v2, the v1 hash of this value: what a writer before the upgrade stored
+    /// for it, accepted as unchanged content so that upgrading rewrites nothing. `None` for a
+    /// v1 type, and for a value v1 could not hash (no document can hold its v1 hash).
+    #[doc(hidden)]
+    fn __content_hash_v1(&self) -> Option<ContentHash> {
+        None
+    }
 
     /// The deterministic id: the timestamp key as the 48-bit ULID time, the first 10 bytes of
     /// SHA-256 over the identity fields as the 80 low bits.
@@ -54,8 +64,8 @@ pub trait NaturalKey: WriteKey + Indexes + Serialize {
         key::identity_digest(self).map(ContentHash)
     }
 
-    /// Canonical SHA-256 of the document's hashed fields: independent of map iteration order,
-    /// without `#[natural_key(skip_hash)]` fields.
+    /// Canonical SHA-256 of what the document stores: independent of map iteration order,
+    /// without `#[natural_key(skip_hash)]` fields (docs/id-scheme.md, "Content hash").
     fn content_hash(&self) -> Result<ContentHash, Error> {
         let mut h = ContentHasher::new();
         self.__write_content(&mut h)?;

@@ -171,34 +171,40 @@ fn plan(
             hash: d.hash.as_ref(),
             token: d.token.as_ref().and_then(Bson::as_str),
         });
-        let (insert, stored_hash) =
-            match decide(p.id, &p.id_text, &p.hash, view, r.sent[i].as_ref()) {
-                Action::Done(o) => {
-                    r.results[i] = Some(Ok(o));
-                    continue;
-                }
-                Action::Fork => {
-                    r.results[i] = Some(Err(Error::ImmutableKeyChanged {
-                        collection: job.t.namespace.clone(),
-                        stored_id: crate::stored::id_text(&found.expect("a fork was read").id),
-                        derived_id: p.id,
-                        key: (job.describe)(i),
-                    }));
-                    continue;
-                }
-                Action::Insert => {
-                    inserts.push(Outgoing {
-                        item: i,
-                        insert: true,
-                        doc: insert_document(p)?,
-                    });
-                    continue;
-                }
-                Action::UpsertById => (true, None),
-                Action::Update { stored_hash } => {
-                    (false, Some(stored_hash.cloned().unwrap_or(Bson::Null)))
-                }
-            };
+        let (insert, stored_hash) = match decide(
+            p.id,
+            &p.id_text,
+            &p.hash,
+            p.hash_v1.as_deref(),
+            view,
+            r.sent[i].as_ref(),
+        ) {
+            Action::Done(o) => {
+                r.results[i] = Some(Ok(o));
+                continue;
+            }
+            Action::Fork => {
+                r.results[i] = Some(Err(Error::ImmutableKeyChanged {
+                    collection: job.t.namespace.clone(),
+                    stored_id: crate::stored::id_text(&found.expect("a fork was read").id),
+                    derived_id: p.id,
+                    key: (job.describe)(i),
+                }));
+                continue;
+            }
+            Action::Insert => {
+                inserts.push(Outgoing {
+                    item: i,
+                    insert: true,
+                    doc: insert_document(p)?,
+                });
+                continue;
+            }
+            Action::UpsertById => (true, None),
+            Action::Update { stored_hash } => {
+                (false, Some(stored_hash.cloned().unwrap_or(Bson::Null)))
+            }
+        };
         let doc = statement(job, p, stored_hash, token)?;
         r.planned[i] = Some(seen);
         updates.push(Outgoing {

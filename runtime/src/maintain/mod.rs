@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use ulid::Ulid;
 
 use crate::content::ContentHash;
-use crate::stored::{HASH_FIELD, IDENTITY_FIELD};
+use crate::stored::{same_content, HASH_FIELD, IDENTITY_FIELD};
 use crate::traits::NaturalKey;
 
 /// Field holding the `_id`s a document had before natural-key adopted or rekeyed it (an array:
@@ -60,7 +60,8 @@ pub(crate) struct Read<T> {
 pub(crate) enum State {
     /// At its derived id, with its identity and content hash.
     Clean,
-    /// Clean but for `_nk_hash` (absent or stale): harmless, the next upsert rewrites it.
+    /// Clean but for `_nk_hash` (absent or stale): harmless, the next upsert rewrites it. A v1
+    /// hash of a type now hashed v2 is not stale: the upsert keeps it too.
     HashDrift,
     /// No `_nk_identity` (written by other code, or released by an unfinished move).
     Legacy,
@@ -107,8 +108,9 @@ pub(crate) fn classify<T: NaturalKey + DeserializeOwned>(stored: Document) -> Se
     let state = match stored.get(IDENTITY_FIELD) {
         None => State::Legacy,
         Some(Bson::String(s)) if *s == identity_text && id_is(&id, derived) => {
+            let v1 = || doc.__content_hash_v1().map(|h| h.to_string());
             match stored.get(HASH_FIELD) {
-                Some(Bson::String(h)) if *h == hash.to_string() => State::Clean,
+                Some(Bson::String(h)) if same_content(h, &hash.to_string(), v1) => State::Clean,
                 _ => State::HashDrift,
             }
         }
