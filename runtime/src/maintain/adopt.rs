@@ -184,8 +184,14 @@ where
             let t = &self.coll.target;
             let mut conflicted: HashMap<[u8; 32], Vec<Read<T>>> = HashMap::new();
             let mut doomed = Vec::new();
-            let mut scan = Scan::new(t, RawDocumentBuf::new(), None, SCAN_BATCH);
-            while let Some(batch) = scan.next::<Document>().await.map_err(classify_error)? {
+            let mut scan = Scan::open(t, RawDocumentBuf::new(), None, SCAN_BATCH)
+                .await
+                .map_err(classify_error)?;
+            loop {
+                let batch = scan.next_batch(SCAN_BATCH).await.map_err(classify_error)?;
+                if batch.is_empty() {
+                    break;
+                }
                 let mut plan = Plan::default();
                 for stored in batch {
                     let Seen::Read(r) = classify::<T>(stored) else {
@@ -243,7 +249,7 @@ struct Plan {
 /// takes, and every old id it stands for.
 struct Home {
     to: Ulid,
-    stored: Document,
+    stored: RawDocumentBuf,
     identity: String,
     hash: ContentHash,
     ids: Vec<Bson>,
@@ -310,8 +316,10 @@ impl Plan {
         let listed: Vec<Bson> = members
             .iter()
             .find(|m| m.state.is_at_home())
-            .and_then(|h| h.stored.get_array(LEGACY_IDS_FIELD).ok())
-            .cloned()
+            .and_then(|h| match super::field(&h.stored, LEGACY_IDS_FIELD) {
+                Some(Bson::Array(ids)) => Some(ids),
+                _ => None,
+            })
             .unwrap_or_default();
         let settled = |m: &Read<()>| !m.state.is_at_home() && listed.contains(&m.id);
         let candidates: Vec<Candidate<T>> = candidates
@@ -369,8 +377,8 @@ impl Plan {
             // Replaced only while it is as the scan read it.
             Some(o) => {
                 let mut q = doc! {"_id": to.to_string()};
-                match members[o].stored.get(HASH_FIELD) {
-                    Some(h) => q.insert(HASH_FIELD, h.clone()),
+                match super::field(&members[o].stored, HASH_FIELD) {
+                    Some(h) => q.insert(HASH_FIELD, h),
                     None => q.insert(HASH_FIELD, doc! {"$exists": false}),
                 };
                 let mut s = RawDocumentBuf::new();
@@ -517,19 +525,24 @@ async fn send(
 /// The derived-id document for a stored one: every stored field but `_id` and natural-key's
 /// own (other code's fields are kept), then identity, hash and the old ids.
 fn home(
-    stored: &Document,
+    stored: &RawDocumentBuf,
     identity: &str,
     hash: &ContentHash,
     ids: &[Bson],
 ) -> Result<RawDocumentBuf, Error> {
-    let mut d = Document::new();
-    for (k, v) in stored {
+    let mut d = RawDocumentBuf::new();
+    for element in stored {
+        let (k, v) = element.map_err(Error::serialize::<Document>)?;
         if k != "_id" && !k.starts_with(RESERVED_PREFIX) {
-            d.insert(k.clone(), v.clone());
+            d.append_ref(k, v);
         }
     }
-    d.insert(IDENTITY_FIELD, identity);
-    d.insert(HASH_FIELD, hash.to_string());
-    d.insert(LEGACY_IDS_FIELD, ids.to_vec());
-    raw(&d)
+    d.append(IDENTITY_FIELD, identity);
+    d.append(HASH_FIELD, hash.to_string());
+    let mut legacy = bson::RawArrayBuf::new();
+    for id in ids {
+        legacy.push(bson::RawBson::try_from(id.clone()).map_err(Error::serialize::<Document>)?);
+    }
+    d.append(LEGACY_IDS_FIELD, legacy);
+    Ok(d)
 }

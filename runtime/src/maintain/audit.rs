@@ -4,7 +4,7 @@
 use std::fmt;
 use std::future::IntoFuture;
 
-use bson::{Bson, Document};
+use bson::Bson;
 use serde::de::DeserializeOwned;
 
 use super::{classify, Groups, Seen, State, DEFAULT_SAMPLE, SCAN_BATCH};
@@ -197,8 +197,14 @@ pub(crate) async fn scan<T: NaturalKey + DeserializeOwned + Send + Sync>(
     mut progress: impl FnMut(&AuditReport) + Send,
 ) -> Result<Groups, Error> {
     let mut groups = Groups::default();
-    let mut scan = Scan::new(&coll.target, bson::RawDocumentBuf::new(), None, SCAN_BATCH);
-    while let Some(batch) = scan.next::<Document>().await.map_err(classify_error)? {
+    let mut scan = Scan::open(&coll.target, bson::RawDocumentBuf::new(), None, SCAN_BATCH)
+        .await
+        .map_err(classify_error)?;
+    loop {
+        let batch = scan.next_batch(SCAN_BATCH).await.map_err(classify_error)?;
+        if batch.is_empty() {
+            break;
+        }
         for stored in batch {
             report.scanned += 1;
             match classify::<T>(stored) {
@@ -235,6 +241,6 @@ pub(crate) fn finish(groups: &Groups, sample: usize, report: &mut AuditReport) {
         } else {
             &mut report.duplicates_identical
         };
-        finding.note(&g.first_id, sample);
+        finding.note(&g.first_id.to_bson(), sample);
     }
 }

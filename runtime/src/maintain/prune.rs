@@ -176,9 +176,16 @@ async fn prune<T: Send + Sync>(
     };
     let mut gone: Vec<(Bson, Bson)> = Vec::new();
     let filter: RawDocumentBuf = raw(&doc! {IDENTITY_FIELD: {"$exists": true}})?;
-    let mut scan = Scan::new(t, filter, Some(&["_id", IDENTITY_FIELD]), SCAN_BATCH);
-    while let Some(batch) = scan.next::<Holder>().await.map_err(classify)? {
-        for h in batch {
+    let mut scan = Scan::open(t, filter, Some(&["_id", IDENTITY_FIELD]), SCAN_BATCH)
+        .await
+        .map_err(classify)?;
+    loop {
+        let batch = scan.next_batch(SCAN_BATCH).await.map_err(classify)?;
+        if batch.is_empty() {
+            break;
+        }
+        for raw in batch {
+            let h: Holder = bson::from_slice(raw.as_bytes()).map_err(Error::serialize::<Holder>)?;
             let Some(identity) = h.identity else { continue };
             report.stored += 1;
             let known = identity

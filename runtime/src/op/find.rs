@@ -88,29 +88,22 @@ pub(crate) async fn cursor<T: DeserializeOwned>(
     Ok(out)
 }
 
-/// A streaming read of a whole result: one `find`, then a `getMore` per batch, each batch
-/// handed out before the next is asked for, so memory holds one batch at most.
-pub(crate) struct Scan<'t> {
-    t: &'t Target,
-    batch_size: i32,
-    state: ScanState,
+/// A streaming read of a whole result through the driver's cursor (`find`, then `getMore` as
+/// batches run out), to the primary: documents are handed out raw, as the server sent them,
+/// so memory holds the driver's current batch and the caller's, never the result.
+pub(crate) struct Scan {
+    cursor: mongodb::Cursor<bson::Document>,
 }
 
-enum ScanState {
-    Start(RawDocumentBuf),
-    More(i64),
-    Done,
-}
-
-impl<'t> Scan<'t> {
+impl Scan {
     /// `filter`, with only `fields` projected (`None`: whole documents), `batch_size`
-    /// documents per round trip; in `_id` order, which every engine can give from its index.
-    pub(crate) fn new(
-        t: &'t Target,
+    /// documents per round trip.
+    pub(crate) async fn open(
+        t: &Target,
         filter: RawDocumentBuf,
         fields: Option<&[&str]>,
         batch_size: usize,
-    ) -> Self {
+    ) -> Result<Self, mongodb::error::Error> {
         let mut cmd = RawDocumentBuf::new();
         cmd.append("find", t.name.as_str());
         cmd.append("filter", filter);
@@ -121,34 +114,25 @@ impl<'t> Scan<'t> {
             }
             cmd.append("projection", projection);
         }
-        let batch_size = i32::try_from(batch_size.max(1)).unwrap_or(i32::MAX);
-        cmd.append("batchSize", batch_size);
-        Scan {
-            t,
-            batch_size,
-            state: ScanState::Start(cmd),
-        }
+        let batch_size = u32::try_from(batch_size.max(1)).unwrap_or(u32::MAX);
+        cmd.append("batchSize", i64::from(batch_size));
+        let cursor =
+            t.db.run_raw_cursor_command(cmd)
+                .selection_criteria(super::primary())
+                .batch_size(batch_size)
+                .await?;
+        Ok(Scan { cursor })
     }
 
-    /// The next batch, or `None` at the end.
-    pub(crate) async fn next<T: DeserializeOwned>(
+    /// Up to `n` more documents; empty at the end.
+    pub(crate) async fn next_batch(
         &mut self,
-    ) -> Result<Option<Vec<T>>, mongodb::error::Error> {
-        let reply: CursorReply<T> = match std::mem::replace(&mut self.state, ScanState::Done) {
-            ScanState::Done => return Ok(None),
-            ScanState::Start(cmd) => parse(self.t.run(cmd, None).await?, "find")?,
-            ScanState::More(id) => {
-                let more = doc! {
-                    "getMore": id,
-                    "collection": self.t.name.as_str(),
-                    "batchSize": self.batch_size,
-                };
-                parse(self.t.run(raw(&more)?, None).await?, "getMore")?
-            }
-        };
-        if reply.cursor.id != 0 {
-            self.state = ScanState::More(reply.cursor.id);
+        n: usize,
+    ) -> Result<Vec<RawDocumentBuf>, mongodb::error::Error> {
+        let mut out = Vec::new();
+        while out.len() < n && self.cursor.advance().await? {
+            out.push(self.cursor.current().to_raw_document_buf());
         }
-        Ok(Some(reply.cursor.batch))
+        Ok(out)
     }
 }
