@@ -13,6 +13,10 @@
 //
 // Keys are hashed as given. For a field the Rust type marks #[key(lowercase)] and/or
 // #[key(nfc)], build the key from Normalize: Str(Normalize(text, Lowercase|NFC)).
+//
+// A writer stores more than the id: DefaultStoredFields and JoinedStoredFields give the _id and
+// _nk_identity the Rust library's guard finds a document by, and StoredFields.Update the
+// statement that writes them (docs/id-scheme.md, "Writing from another language").
 package naturalkey
 
 import (
@@ -113,7 +117,8 @@ func Bool(b bool) Key { return Key{kind: KindBool, flag: b} }
 // Bytes is a raw byte-string key. The slice is copied.
 func Bytes(b []byte) Key { return Key{kind: KindBytes, raw: bytes.Clone(b)} }
 
-// UUID is a UUID key (16 bytes, RFC 4122 byte order).
+// UUID is a UUID key: 16 bytes in RFC 9562 (formerly RFC 4122) order, the order its hyphenated
+// text reads — a github.com/google/uuid UUID, or the Data of a subtype-4 BSON Binary.
 func UUID(u [16]byte) Key { return Key{kind: KindUUID, raw: u[:]} }
 
 // ObjectID is a BSON ObjectId key (12 bytes).

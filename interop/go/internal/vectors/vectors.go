@@ -199,7 +199,20 @@ func (v Vector) Compute() (identity [32]byte, id ulid.ULID, err error) {
 	return
 }
 
-// Check computes the vector and returns one error per mismatch (nil when it matches).
+// StoredFields derives the vector's _id and _nk_identity with package naturalkey's
+// StoredFields functions, the ones a writer uses.
+func (v Vector) StoredFields() (naturalkey.StoredFields, error) {
+	switch v.Scheme {
+	case "default":
+		return naturalkey.DefaultStoredFields(v.Namespace, v.Keys, v.TimestampMs)
+	case "joined":
+		return naturalkey.JoinedStoredFields(v.Separator, v.Keys, v.TimestampMs)
+	}
+	return naturalkey.StoredFields{}, fmt.Errorf("unknown scheme %q", v.Scheme)
+}
+
+// Check computes the vector and returns one error per mismatch (nil when it matches): the
+// identity and id, then the stored fields a writer gets for them.
 func (v Vector) Check() []error {
 	identity, id, err := v.Compute()
 	if err != nil {
@@ -214,6 +227,19 @@ func (v Vector) Check() []error {
 	}
 	if id.Time() != v.TimestampMs {
 		errs = append(errs, fmt.Errorf("%s: id timestamp = %d, want %d", v.Label(), id.Time(), v.TimestampMs))
+	}
+	// The id's low 80 bits are the identity's first 10 bytes: a reader holding only an _id
+	// can check it against the stored identity.
+	if !bytes.Equal(id[6:], identity[:10]) {
+		errs = append(errs, fmt.Errorf("%s: id %s does not end in identity[0:10] %x", v.Label(), id, identity[:10]))
+	}
+	stored, err := v.StoredFields()
+	if err != nil {
+		return append(errs, fmt.Errorf("%s: stored fields: %w", v.Label(), err))
+	}
+	if stored.ID != v.ID || stored.Identity != v.Identity {
+		errs = append(errs, fmt.Errorf("%s: stored fields = {_id: %s, _nk_identity: %s}, want {_id: %s, _nk_identity: %s}",
+			v.Label(), stored.ID, stored.Identity, v.ID, v.Identity))
 	}
 	return errs
 }
