@@ -490,3 +490,26 @@ async fn prune_deletes_what_the_full_input_dropped_and_nothing_else() {
     );
     assert_eq!(raw.count_documents(doc! {}).await.unwrap(), 19);
 }
+
+/// The upsert compares `_id` byte for byte, so a lowercase ULID text is another id: the audit
+/// says so (id drift), and adopt moves the document to the id the upsert will look for.
+#[tokio::test]
+async fn a_lowercase_id_is_drift_not_clean() {
+    let (db, _) = support::database("lowercase_id").await;
+    let raw = db.collection::<Document>("posts");
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let p = post("lower", "b");
+    let mut d = legacy(&p, Bson::String(p.id().unwrap().to_string().to_lowercase()));
+    d.insert("_nk_identity", p.identity().unwrap().to_string());
+    d.insert("_nk_hash", p.content_hash().unwrap().to_string());
+    raw.insert_one(d).await.unwrap();
+    let report = posts.audit().await.unwrap();
+    assert_eq!((report.clean, report.id_drift.count), (0, 1), "{report}");
+    let done = posts.adopt().await.unwrap();
+    assert_eq!((done.adopted, done.merged), (1, 1));
+    assert_eq!(posts.get(p.id().unwrap()).await.unwrap(), Some(p.clone()));
+    assert_eq!(
+        posts.upsert(&p).await.unwrap(),
+        UpsertOutcome::Unchanged(p.id().unwrap())
+    );
+}
