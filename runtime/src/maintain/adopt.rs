@@ -197,7 +197,7 @@ where
                     let Seen::Read(r) = classify::<T>(stored) else {
                         continue;
                     };
-                    let Some(g) = groups.0.get_mut(&r.identity) else {
+                    let Some(g) = groups.get_mut(&r.identity) else {
                         continue;
                     };
                     if g.differs {

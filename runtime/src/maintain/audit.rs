@@ -10,7 +10,6 @@ use serde::de::DeserializeOwned;
 use super::{classify, Groups, Seen, State, DEFAULT_SAMPLE, SCAN_BATCH};
 use crate::batch::Progress;
 use crate::collection::Collection;
-use crate::content::ContentHash;
 use crate::error::{classify as classify_error, Error};
 use crate::op::Scan;
 use crate::traits::NaturalKey;
@@ -23,8 +22,8 @@ type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 
 pub struct Finding {
     /// Documents (or, for duplicates, identities) with this finding.
     pub count: u64,
-    /// Up to the report's sample size of their `_id`s, as stored (for duplicates, the first
-    /// document seen of each identity).
+    /// Up to the report's sample size of their `_id`s, as stored (for duplicates, the document
+    /// that showed each duplicated identity, in identity order).
     pub sample: Vec<Bson>,
 }
 
@@ -231,16 +230,16 @@ pub(crate) async fn scan<T: NaturalKey + DeserializeOwned + Send + Sync>(
 /// The duplicate findings, once every identity is known.
 pub(crate) fn finish(groups: &Groups, sample: usize, report: &mut AuditReport) {
     // Sorted, so the sample is the same on every run.
-    let mut duplicated: Vec<(&[u8; 32], &super::Group)> =
-        groups.0.iter().filter(|(_, g)| g.members > 1).collect();
-    duplicated.sort_by_key(|(identity, _)| ContentHash(**identity));
-    for (_, g) in duplicated {
+    let mut duplicated: Vec<(&u128, &super::SmallId)> = groups.duplicated.iter().collect();
+    duplicated.sort_by_key(|(k, _)| **k);
+    for (k, id) in duplicated {
+        let Some(g) = groups.get(*k) else { continue };
         report.surplus_documents += u64::from(g.members - 1);
         let finding = if g.differs {
             &mut report.duplicates_differing
         } else {
             &mut report.duplicates_identical
         };
-        finding.note(&g.first_id.to_bson(), sample);
+        finding.note(&id.to_bson(), sample);
     }
 }
