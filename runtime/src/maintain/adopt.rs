@@ -134,7 +134,7 @@ impl<T: NaturalKey + DeserializeOwned + Send + Sync> Collection<T> {
     /// scheme) and every drifted one into a natural-key document under its derived id, its
     /// old `_id` kept in `_nk_legacy_ids`; duplicates with identical content collapse into
     /// one. Clean documents are never touched; a second run sends no write. Two scans; memory
-    /// is one batch plus about 80 bytes per identity (and the documents of identities with
+    /// is one batch plus about 70 bytes per identity (and the documents of identities with
     /// differing content, which are resolved at the end).
     ///
     /// ```no_run

@@ -142,7 +142,7 @@ impl<'a, T: Send + Sync> Audit<'a, T> {
 impl<T: NaturalKey + DeserializeOwned + Send + Sync> Collection<T> {
     /// Reads the collection once and reports what it holds against the ids the documents'
     /// own fields derive: legacy documents, duplicates, drifted ids and hashes, documents
-    /// that are not `T`. Writes nothing. Memory: one batch of documents and about 80 bytes per
+    /// that are not `T`. Writes nothing. Memory: one batch of documents and about 70 bytes per
     /// identity.
     ///
     /// ```no_run
