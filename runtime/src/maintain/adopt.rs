@@ -355,17 +355,23 @@ impl Plan {
         if !same {
             report.resolved += 1;
         }
+        self.resolve(&members, w, listed)
+    }
+
+    /// The writes that make member `w`'s content the identity's one document, under its
+    /// derived id, listing every other member's id (and the ones `listed` already).
+    fn resolve(&mut self, members: &[Read<()>], w: usize, listed: Vec<Bson>) -> Result<(), Error> {
         let to = members[w].derived;
         let identity = ContentHash(members[w].identity).to_string();
         let occupant = members.iter().position(|m| super::id_is(&m.id, to));
-        let mut ids = listed.clone();
+        let mut ids = listed;
         ids.extend(
             members
                 .iter()
                 .filter(|m| !super::id_is(&m.id, to))
                 .map(|m| m.id.clone()),
         );
-        for m in &members {
+        for m in members {
             if !super::id_is(&m.id, to) {
                 if m.state != State::Legacy {
                     self.releases.push((m.id.clone(), to));
