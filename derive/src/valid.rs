@@ -32,7 +32,11 @@ fn check_scheme(cx: &mut Ctxt, cont: &Container) {
             }
         }
         SchemeName::Joined => {
-            if let Some(sep) = attrs.separator.as_ref().filter(|s| s.value().contains('\0')) {
+            if let Some(sep) = attrs
+                .separator
+                .as_ref()
+                .filter(|s| s.value().contains('\0'))
+            {
                 cx.error_spanned_by(
                     sep,
                     "a separator with a NUL byte can make a joined id equal a default-scheme id \

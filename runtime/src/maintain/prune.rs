@@ -9,14 +9,13 @@ use std::sync::{Arc, Mutex};
 
 use bson::{doc, Bson, RawDocumentBuf};
 use futures_util::Stream;
-use serde::Deserialize;
 use ulid::Ulid;
 
 use super::{apply, delete_one, raw, Kind, SCAN_BATCH};
 use crate::action::UpsertStream;
 use crate::content::ContentHash;
 use crate::error::{classify, Error};
-use crate::op::Scan;
+use crate::op::{Scan, StoredIdentity};
 use crate::outcome::{BatchError, BatchReport};
 use crate::stored::IDENTITY_FIELD;
 use crate::traits::NaturalKey;
@@ -111,14 +110,6 @@ pub struct SyncReport {
     pub pruned: PruneReport,
 }
 
-#[derive(Deserialize)]
-struct Holder {
-    #[serde(rename = "_id")]
-    id: Bson,
-    #[serde(rename = "_nk_identity", default)]
-    identity: Option<Bson>,
-}
-
 impl<'a, T, S> IntoFuture for Prune<'a, T, S>
 where
     T: NaturalKey + Send + Sync,
@@ -185,7 +176,8 @@ async fn prune<T: Send + Sync>(
             break;
         }
         for raw in batch {
-            let h: Holder = bson::from_slice(raw.as_bytes()).map_err(Error::serialize::<Holder>)?;
+            let h: StoredIdentity =
+                bson::from_slice(raw.as_bytes()).map_err(Error::serialize::<StoredIdentity>)?;
             let Some(identity) = h.identity else { continue };
             report.stored += 1;
             let known = identity
