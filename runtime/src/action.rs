@@ -18,7 +18,7 @@ use crate::outcome::{BatchError, BatchReport, InsertOutcome, UpsertOutcome};
 use crate::retry::RetryPolicy;
 use crate::stored::{Prepared, PreparedEvent};
 use crate::traits::{NaturalKey, RandomId};
-use crate::upsert::{upsert_batch, Job};
+use crate::upsert::{upsert_batch, Job, Memory};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -219,6 +219,8 @@ struct Upserts<'a, T: Send + Sync> {
     session: Option<&'a mut ClientSession>,
     /// The next batch starts with its insert (the previous one was all new).
     insert_first: bool,
+    /// The current batch's token and what its attempts sent.
+    memory: Option<Memory>,
 }
 
 impl<T, D> Writer<D> for Upserts<'_, T>
@@ -244,7 +246,18 @@ where
         let items: Vec<&Prepared> = batch.iter().map(|i| &i.prepared).collect();
         // A retried batch may have been applied by the lost attempt: it reads first.
         let insert_first = self.insert_first && first_attempt;
-        let results = upsert_batch(&job, &items, insert_first, self.session.as_deref_mut()).await?;
+        let memory = match &mut self.memory {
+            Some(m) if !first_attempt => m,
+            slot => slot.insert(Memory::new(items.len())),
+        };
+        let results = upsert_batch(
+            &job,
+            &items,
+            insert_first,
+            memory,
+            self.session.as_deref_mut(),
+        )
+        .await?;
         self.insert_first = results
             .iter()
             .all(|r| matches!(r, Ok(UpsertOutcome::Inserted(_))));
@@ -370,6 +383,7 @@ impl<'a, T: NaturalKey + Send + Sync> IntoFuture for Upsert<'a, T> {
                     mode: self.mode,
                     session: self.session,
                     insert_first: false,
+                    memory: None,
                 };
                 let item = Item {
                     index: 0,
@@ -533,6 +547,7 @@ where
                     mode: self.mode,
                     session: self.session,
                     insert_first: false,
+                    memory: None,
                 };
                 let prepare = |d: &S::Item| Prepared::of(d.borrow(), &coll.target);
                 let ns = &coll.target.namespace;

@@ -24,7 +24,8 @@ pub(crate) enum Sent {
     /// An `insert` the engine refused as a duplicate of `_id` or of our indexes: certainly not
     /// applied.
     Refused,
-    /// An `update` statement whose fate the reply did not settle, stamped with `token`.
+    /// A document or statement whose fate no reply settled (a failed command, a lost reply
+    /// the policy retried), stamped with `token`; `insert`: it would have created the document.
     Uncertain { token: String, insert: bool },
 }
 

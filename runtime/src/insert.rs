@@ -1,7 +1,7 @@
 //! Insert-once of events — one or a batch: one unordered `insert`, then, only if some were
 //! refused as duplicates, one read to tell retries (already applied) from real conflicts.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use bson::{Bson, RawArrayBuf, RawDocumentBuf};
 use ulid::Ulid;
@@ -35,7 +35,13 @@ pub(crate) async fn insert_batch(
         pending.clear();
         for (k, unnamed) in duplicates {
             let p = events[k];
-            let stored = if by_id.contains(&p.id.to_string()) {
+            let stored = if let Some(token) = by_id.get(&p.id.to_string()) {
+                // Our token: the document is the one this call sent, in an attempt whose reply
+                // was lost. Another's: the same event, stored by another write.
+                if token.as_deref() == Some(p.token.as_str()) {
+                    results[k] = Some(Ok(InsertOutcome::Inserted(p.id)));
+                    continue;
+                }
                 Some(p.id)
             } else {
                 p.idempotency_key
@@ -115,13 +121,14 @@ async fn send(
     Ok(duplicates)
 }
 
-/// One read: which of the refused events are stored, by id or by idempotency key.
+/// One read: which of the refused events are stored, by id (with the stored token) or by
+/// idempotency key.
 async fn read(
     t: &Target,
     events: &[&PreparedEvent],
     duplicates: &[(usize, Option<String>)],
     session: Session<'_>,
-) -> Result<(HashSet<String>, HashMap<String, Ulid>), Error> {
+) -> Result<(HashMap<String, Option<String>>, HashMap<String, Ulid>), Error> {
     let mut ids = RawArrayBuf::new();
     let mut keys = RawArrayBuf::new();
     for &(k, _) in duplicates {
@@ -145,7 +152,7 @@ async fn read(
     let found: Vec<StoredEvent> = op::find(t, filter, Some(StoredEvent::PROJECTION), session)
         .await
         .map_err(classify)?;
-    let mut by_id = HashSet::new();
+    let mut by_id = HashMap::new();
     let mut by_key = HashMap::new();
     for d in found {
         let Bson::String(id) = d.id else { continue };
@@ -158,7 +165,11 @@ async fn read(
             })?;
             by_key.insert(key, parsed);
         }
-        by_id.insert(id);
+        let token = match d.token {
+            Some(Bson::String(t)) => Some(t),
+            _ => None,
+        };
+        by_id.insert(id, token);
     }
     Ok((by_id, by_key))
 }

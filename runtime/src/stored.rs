@@ -17,8 +17,8 @@ pub const RESERVED_PREFIX: &str = "_nk_";
 pub const IDENTITY_FIELD: &str = "_nk_identity";
 /// Field holding the content hash (hex).
 pub const HASH_FIELD: &str = "_nk_hash";
-/// Field holding the token of the `update` command that last wrote the document; lets a
-/// write tell its own statements from a concurrent writer's after an engine error.
+/// Field holding the token of the write that last stored the document; lets a write tell its
+/// own commands from a concurrent writer's after an engine error or a lost reply.
 pub const WRITE_FIELD: &str = "_nk_write";
 /// Field holding a RandomId type's idempotency key.
 pub const IDEMPOTENCY_FIELD: &str = "_nk_idempotency";
@@ -85,8 +85,11 @@ pub(crate) fn same_content<S: AsRef<str>>(
 pub(crate) struct PreparedEvent {
     pub(crate) id: Ulid,
     pub(crate) idempotency_key: Option<String>,
-    /// The document to insert: `_id` (the event's ULID as text), the event's fields, and its
-    /// idempotency key.
+    /// This write's token, stored in `_nk_write`: a stored event carrying it was inserted by
+    /// this call (an attempt whose reply was lost), not by another writer of the same event.
+    pub(crate) token: String,
+    /// The document to insert: `_id` (the event's ULID as text), the event's fields, its
+    /// idempotency key and the token.
     pub(crate) body: RawDocumentBuf,
 }
 
@@ -105,10 +108,13 @@ impl PreparedEvent {
         if let Some(k) = &idempotency_key {
             body.append(IDEMPOTENCY_FIELD, k.as_str());
         }
+        let token = Ulid::new().to_string();
+        body.append(WRITE_FIELD, token.as_str());
         check_size(t, id, body.as_bytes().len())?;
         Ok(PreparedEvent {
             id,
             idempotency_key,
+            token,
             body,
         })
     }

@@ -6,8 +6,10 @@
 //! Engines differ in what a multi-statement `update` reply says: MongoDB reports each failed
 //! statement by index and carries on; FerretDB 1.x stops at the first failure with a command
 //! error and numbers `upserted` entries by their order rather than their statement. So every
-//! statement also stamps the document with the command's write token (`_nk_write`): after a
-//! failed command, the next read tells "we applied it" from "another writer did" exactly.
+//! document and statement also stamps the document with the batch's write token (`_nk_write`):
+//! after a failed command — or a lost reply the retry policy retries — the next read tells "we
+//! applied it" from "another writer did" exactly. The token and what was sent outlive the
+//! attempt ([`Memory`]), which is what makes a retried batch's outcomes exact.
 
 use std::collections::HashMap;
 
@@ -36,11 +38,30 @@ pub(crate) struct Job<'a> {
 
 type Outcomes = Vec<Result<UpsertOutcome, Error>>;
 
+/// What a batch's attempts have sent, kept across the retry policy's attempts: a lost reply
+/// fails the attempt, and the retry must still know that the lost command was ours.
+pub(crate) struct Memory {
+    /// Stamped by every document and statement of the batch, whatever the round or attempt:
+    /// a stored token equal to it means this call wrote the stored content.
+    token: String,
+    /// Per item, what was sent whose fate no reply settled (`None`: nothing).
+    sent: Vec<Option<Sent>>,
+}
+
+impl Memory {
+    pub(crate) fn new(items: usize) -> Memory {
+        Memory {
+            token: Ulid::new().to_string(),
+            sent: vec![None; items],
+        }
+    }
+}
+
 /// Per-document state across rounds.
-struct Rounds<'p> {
+struct Rounds<'p, 'm> {
     items: &'p [&'p Prepared],
     results: Vec<Option<Result<UpsertOutcome, Error>>>,
-    sent: Vec<Option<Sent>>,
+    sent: &'m mut [Option<Sent>],
     pending: Vec<usize>,
     /// An engine refused a statement of a multi-statement command without saying which:
     /// from now on each statement travels alone.
@@ -64,17 +85,21 @@ struct Outgoing {
 }
 
 /// Decides and writes one batch; one result per item. `Err` only for a failure of the whole
-/// batch (network, ...), which the caller may retry: the batch is idempotent.
+/// batch (network, ...), which the caller may retry with the same `memory`: the batch is
+/// idempotent, and its outcomes stay exact.
 pub(crate) async fn upsert_batch(
     job: &Job<'_>,
     items: &[&Prepared],
     insert_first: bool,
+    memory: &mut Memory,
     mut session: Session<'_>,
 ) -> Result<Outcomes, Error> {
+    debug_assert_eq!(memory.sent.len(), items.len());
+    let token = memory.token.as_str();
     let mut r = Rounds {
         items,
         results: (0..items.len()).map(|_| None).collect(),
-        sent: vec![None; items.len()],
+        sent: &mut memory.sent,
         pending: (0..items.len()).collect(),
         one_by_one: false,
         planned: vec![None; items.len()],
@@ -91,11 +116,10 @@ pub(crate) async fn upsert_batch(
         } else {
             read(job.t, &r, session.as_deref_mut()).await?
         };
-        let token = Ulid::new().to_string();
-        let (inserts, updates) = plan(job, &mut r, &stored, &token)?;
+        let (inserts, updates) = plan(job, &mut r, &stored, token)?;
         r.pending.clear();
-        send_inserts(job.t, &mut r, inserts, session.as_deref_mut()).await?;
-        send_updates(job.t, &mut r, updates, &token, session.as_deref_mut()).await?;
+        send_inserts(job.t, &mut r, inserts, token, session.as_deref_mut()).await?;
+        send_updates(job.t, &mut r, updates, token, session.as_deref_mut()).await?;
     }
     Ok(or_contention(r.results, job.t, |i| items[i].id))
 }
@@ -124,7 +148,7 @@ pub(crate) fn or_contention<O>(
 /// The stored `_id`, hash and write token of every pending identity, keyed by identity.
 async fn read(
     t: &Target,
-    r: &Rounds<'_>,
+    r: &Rounds<'_, '_>,
     session: Session<'_>,
 ) -> Result<HashMap<String, StoredIdentity>, Error> {
     let mut wanted = bson::RawArrayBuf::new();
@@ -148,7 +172,7 @@ async fn read(
 /// documents and `update` statements for the rest.
 fn plan(
     job: &Job<'_>,
-    r: &mut Rounds<'_>,
+    r: &mut Rounds<'_, '_>,
     stored: &HashMap<String, StoredIdentity>,
     token: &str,
 ) -> Result<(Vec<Outgoing>, Vec<Outgoing>), Error> {
@@ -193,10 +217,13 @@ fn plan(
                 continue;
             }
             Action::Insert => {
+                // Until a reply says otherwise, it may be applied: if this attempt fails, the
+                // retry's read decides by the token.
+                r.sent[i] = Some(uncertain(token, true));
                 inserts.push(Outgoing {
                     item: i,
                     insert: true,
-                    doc: insert_document(p)?,
+                    doc: insert_document(p, token)?,
                 });
                 continue;
             }
@@ -206,6 +233,7 @@ fn plan(
             }
         };
         let doc = statement(job, p, stored_hash, token)?;
+        r.sent[i] = Some(uncertain(token, insert));
         r.planned[i] = Some(seen);
         updates.push(Outgoing {
             item: i,
@@ -216,11 +244,19 @@ fn plan(
     Ok((inserts, updates))
 }
 
-/// The document an `insert` carries: `_id`, then the stored fields.
-fn insert_document(p: &Prepared) -> Result<RawDocumentBuf, Error> {
+fn uncertain(token: &str, insert: bool) -> Sent {
+    Sent::Uncertain {
+        token: token.to_string(),
+        insert,
+    }
+}
+
+/// The document an `insert` carries: `_id`, the stored fields, and the write token.
+fn insert_document(p: &Prepared, token: &str) -> Result<RawDocumentBuf, Error> {
     let mut doc = RawDocumentBuf::new();
     doc.append("_id", p.id_text.as_str());
     crate::stored::append_fields(&mut doc, &p.body, None).map_err(serialize)?;
+    doc.append(WRITE_FIELD, token);
     Ok(doc)
 }
 
@@ -279,7 +315,7 @@ fn serialize(e: impl std::fmt::Display) -> Error {
     Error::serialize::<RawDocumentBuf>(e)
 }
 
-impl Rounds<'_> {
+impl Rounds<'_, '_> {
     /// Settles item `i` after the server refused its document or statement.
     fn refused(&mut self, t: &Target, i: usize, refusal: Refusal, sent: Sent) {
         if let Some(e) = refusal.permanent(t, self.items[i].id) {
@@ -326,8 +362,9 @@ fn commands<'o>(
 
 async fn send_inserts(
     t: &Target,
-    r: &mut Rounds<'_>,
+    r: &mut Rounds<'_, '_>,
     inserts: Vec<Outgoing>,
+    token: &str,
     mut session: Session<'_>,
 ) -> Result<(), Error> {
     let max = t.deployment.limits().max_documents;
@@ -340,7 +377,8 @@ async fn send_inserts(
                     (refusal, [one]) => r.refused(t, one.item, refusal, Sent::Refused),
                     (refusal, _) => {
                         r.one_by_one |= refusal != Refusal::Ours;
-                        r.uncertain(sent, |_| Sent::Refused);
+                        // Documents before the refused one may be stored.
+                        r.uncertain(sent, |_| uncertain(token, true));
                     }
                 }
                 continue;
@@ -349,7 +387,7 @@ async fn send_inserts(
         reply.write_concern(t, r.items[sent[0].item].id)?;
         if reply.write_errors.iter().any(|e| e.index >= sent.len()) {
             // Refusals that cannot be placed: the next read decides every document.
-            r.uncertain(sent, |_| Sent::Refused);
+            r.uncertain(sent, |_| uncertain(token, true));
             continue;
         }
         let mut refusals: HashMap<usize, Refusal> = reply
@@ -369,16 +407,13 @@ async fn send_inserts(
 
 async fn send_updates(
     t: &Target,
-    r: &mut Rounds<'_>,
+    r: &mut Rounds<'_, '_>,
     updates: Vec<Outgoing>,
     token: &str,
     mut session: Session<'_>,
 ) -> Result<(), Error> {
     let max = t.deployment.limits().max_statements;
-    let uncertain = |s: &Outgoing| Sent::Uncertain {
-        token: token.to_string(),
-        insert: s.insert,
-    };
+    let unsettled = |s: &Outgoing| uncertain(token, s.insert);
     for (sent, statements) in commands(t, &updates, r.one_by_one, max) {
         let reply = match op::update(t, &statements, session.as_deref_mut()).await {
             Ok(reply) => reply,
@@ -387,10 +422,10 @@ async fn send_updates(
                 // read shows whose token is stored.
                 let refusal = op::write::command_refusal(e)?;
                 match sent {
-                    [one] => r.refused(t, one.item, refusal, uncertain(one)),
+                    [one] => r.refused(t, one.item, refusal, unsettled(one)),
                     _ => {
                         r.one_by_one |= refusal != Refusal::Ours;
-                        r.uncertain(sent, uncertain);
+                        r.uncertain(sent, unsettled);
                     }
                 }
                 continue;
@@ -401,12 +436,22 @@ async fn send_updates(
             (_, []) => {
                 let inserts = sent.iter().filter(|s| s.insert).count();
                 let upserted: Vec<usize> = reply.upserted.iter().map(|u| u.index).collect();
+                let created: Option<Vec<&str>> =
+                    reply.upserted.iter().map(|u| u.id.as_ref()?.as_str()).collect();
                 for (k, s) in sent.iter().enumerate() {
                     let id = r.items[s.item].id;
-                    // FerretDB numbers `upserted` by order, MongoDB by statement: all inserts
-                    // upserted means each did. An insert that matched adopted a document
-                    // written by other code (or by a concurrent writer since our read).
-                    let inserted = s.insert && (upserted.len() == inserts || upserted.contains(&k));
+                    // An insert that matched adopted a document written by other code or by a
+                    // concurrent writer since our read: that one created it. The created `_id`s
+                    // say which did; failing those (an engine that omits them), the indexes:
+                    // FerretDB numbers them by order, MongoDB by statement, so all inserts
+                    // upserted means each did.
+                    let inserted = s.insert
+                        && match &created {
+                            Some(ids) => ids.contains(&r.items[s.item].id_text.as_str()),
+                            None => upserted.len() == inserts || upserted.contains(&k),
+                        };
+                    // What a retry of this batch must take a stored token of ours to mean.
+                    r.sent[s.item] = Some(uncertain(token, inserted));
                     r.results[s.item] = Some(Ok(if inserted {
                         UpsertOutcome::Inserted(id)
                     } else {
@@ -414,13 +459,13 @@ async fn send_updates(
                     }));
                 }
             }
-            ([one], [e]) => r.refused(t, one.item, e.refusal(), uncertain(one)),
+            ([one], [e]) => r.refused(t, one.item, e.refusal(), unsettled(one)),
             (_, errors) => {
                 // Which statements applied is not reliably reported (FerretDB 1.x stops at
                 // the first failure and reports it at index 0): the next read decides, and
                 // a refusal other than ours is pinned down one statement at a time.
                 r.one_by_one |= errors.iter().any(|e| e.refusal() != Refusal::Ours);
-                r.uncertain(sent, uncertain);
+                r.uncertain(sent, unsettled);
             }
         }
     }
@@ -620,7 +665,7 @@ mod tests {
             prop_assert!(ok, "accepted {:?}", doc.extra.keys().collect::<Vec<_>>());
             let describe = |_: usize| String::new();
             let fields: &'static [&'static str] = &["key", "at", "absent_field", "a.b", "_id"];
-            let insert = insert_document(&p).unwrap();
+            let insert = insert_document(&p, "token").unwrap();
             assert_unique_names(&command(&t, "insert", "documents", &[&insert]).unwrap(), "insert");
             for mode in [WriteMode::Merge, WriteMode::Replace] {
                 let job = Job { t: &t, mode, fields: Some(fields), describe: &describe };

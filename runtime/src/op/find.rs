@@ -32,10 +32,12 @@ pub(crate) struct StoredEvent {
     pub(crate) id: Bson,
     #[serde(rename = "_nk_idempotency", default)]
     pub(crate) idempotency_key: Option<Bson>,
+    #[serde(rename = "_nk_write", default)]
+    pub(crate) token: Option<Bson>,
 }
 
 impl StoredEvent {
-    pub(crate) const PROJECTION: &'static [&'static str] = &["_id", "_nk_idempotency"];
+    pub(crate) const PROJECTION: &'static [&'static str] = &["_id", "_nk_idempotency", "_nk_write"];
 }
 
 #[derive(Deserialize)]

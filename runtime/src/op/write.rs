@@ -28,6 +28,10 @@ pub(crate) struct WriteReply {
 #[derive(Debug, Deserialize)]
 pub(crate) struct Upserted {
     pub(crate) index: usize,
+    /// The created document's `_id`: what names it on every engine (FerretDB 1.x numbers
+    /// `index` by order among the upserts, not by statement).
+    #[serde(rename = "_id", default)]
+    pub(crate) id: Option<bson::Bson>,
 }
 
 /// One refused statement or document, at its index in the command.
