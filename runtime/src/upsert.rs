@@ -263,7 +263,9 @@ fn insert_document(p: &Prepared, token: &str) -> Result<RawDocumentBuf, Error> {
 /// One `update` statement: by `_id` (and `_nk_identity` on a sharded collection, whose shard
 /// key an upsert filter must carry), only while the stored hash is still `stored_hash` (none:
 /// by `_id` alone, which adopts a same-`_id` document written without identity); upserting,
-/// so a changed hash makes the upsert collide on `_id` — the signal to decide again.
+/// so a changed hash makes the upsert collide on `_id` — the signal to decide again. Where the
+/// engine would not compare the hash atomically anyway, the filter is `_id` alone: a change
+/// since the read is overwritten with this content, which deciding again would also do.
 fn statement(
     job: &Job<'_>,
     p: &Prepared,
@@ -275,7 +277,7 @@ fn statement(
     if job.t.sharded {
         filter.append(IDENTITY_FIELD, p.identity.as_str());
     }
-    if let Some(hash) = stored_hash {
+    if let Some(hash) = stored_hash.filter(|_| job.t.deployment.compares_hash_in_update_filter()) {
         filter.append(HASH_FIELD, RawBson::try_from(hash).map_err(serialize)?);
     }
     let mut body = RawDocumentBuf::new();
