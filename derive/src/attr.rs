@@ -102,18 +102,21 @@ impl Container {
                     out.krate = path.or(out.krate.take());
                     return Ok(());
                 }
-                let slot = if derive == Derive::RandomId {
+                let (slot, usage) = if derive == Derive::RandomId {
                     return unknown(
                         cx,
                         &meta,
                         "RandomId's only `natural_key` container option is `crate = \"...\"`",
                     );
                 } else if meta.path.is_ident("namespace") {
-                    &mut out.namespace
+                    (&mut out.namespace, "`namespace = \"blog.post\"`")
                 } else if meta.path.is_ident("scheme") {
-                    &mut out.scheme
+                    (
+                        &mut out.scheme,
+                        "`scheme = \"default\"` or `scheme = \"joined\"`",
+                    )
                 } else if meta.path.is_ident("separator") {
-                    &mut out.separator
+                    (&mut out.separator, "`separator = \":\"`")
                 } else {
                     return unknown(
                         cx,
@@ -123,11 +126,11 @@ impl Container {
                          `crate = \"...\"`",
                     );
                 };
-                let lit: LitStr = meta.value()?.parse()?;
+                let lit = string_value(cx, &meta, usage)?;
                 if slot.is_some() {
                     cx.error_spanned_by(&meta.path, "this option is given twice");
                 }
-                *slot = Some(lit);
+                *slot = lit.or(slot.take());
                 Ok(())
             });
             if let Err(e) = r {
@@ -156,11 +159,52 @@ fn crate_path(cx: &mut Ctxt, meta: &ParseNestedMeta) -> syn::Result<Option<Path>
     }
 }
 
-/// Reports an unknown option, skipping its value (if any) so that parsing goes on.
+/// Reports an unknown option, skipping its value or arguments (if any) so that parsing goes on.
 fn unknown(cx: &mut Ctxt, meta: &ParseNestedMeta, msg: &str) -> syn::Result<()> {
-    let _ = meta.value().and_then(|v| v.parse::<syn::Expr>());
+    let _ = skip(meta);
     cx.error_spanned_by(&meta.path, msg);
     Ok(())
+}
+
+/// The string value of `option = "..."`. A missing or non-string value is reported (pointing at
+/// it, with `usage`) and gives `None`, and parsing goes on with the next option.
+fn string_value(cx: &mut Ctxt, meta: &ParseNestedMeta, usage: &str) -> syn::Result<Option<LitStr>> {
+    let name = path_name(&meta.path);
+    if !meta.input.peek(syn::Token![=]) {
+        skip(meta)?;
+        cx.error_spanned_by(&meta.path, format!("`{name}` takes a string: {usage}"));
+        return Ok(None);
+    }
+    match meta.value()?.parse::<syn::Expr>()? {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(lit),
+            ..
+        }) => Ok(Some(lit)),
+        other => {
+            cx.error_spanned_by(other, format!("`{name}` takes a string: {usage}"));
+            Ok(None)
+        }
+    }
+}
+
+/// A flag (`timestamp`, `skip_hash`, ...) written with a value or arguments: reported at the
+/// flag, the rest skipped, and parsing goes on.
+fn no_value(cx: &mut Ctxt, meta: &ParseNestedMeta, usage: &str) -> syn::Result<()> {
+    if meta.input.peek(syn::Token![=]) || meta.input.peek(syn::token::Paren) {
+        skip(meta)?;
+        cx.error_spanned_by(
+            &meta.path,
+            format!(
+                "`{}` is a flag and takes no value or arguments; write {usage}",
+                path_name(&meta.path)
+            ),
+        );
+    }
+    Ok(())
+}
+
+fn path_name(path: &Path) -> String {
+    quote::ToTokens::to_token_stream(path).to_string()
 }
 
 /// `#[key]` or `#[key(...)]` on a field.
@@ -272,6 +316,7 @@ impl<'a> Field<'a> {
             } else if path.is_ident("natural_key") {
                 let r = attr.parse_nested_meta(|meta| {
                     if meta.path.is_ident("skip_hash") && derive == Derive::NaturalKey {
+                        no_value(cx, &meta, "`#[natural_key(skip_hash)]`")?;
                         out.skip_hash = Some(meta.path.clone());
                         return Ok(());
                     }
@@ -302,8 +347,14 @@ fn key(cx: &mut Ctxt, attr: &Attribute) -> Key {
         lowercase: false,
         normalize_paths: Vec::new(),
     };
-    if let syn::Meta::Path(_) = attr.meta {
-        return k;
+    const FORMS: &str = "`#[key]`, `#[key(timestamp)]` or `#[key(nfc, lowercase)]`";
+    match &attr.meta {
+        syn::Meta::Path(_) => return k,
+        syn::Meta::NameValue(nv) => {
+            cx.error_spanned_by(nv, format!("`#[key]` takes no value; write {FORMS}"));
+            return k;
+        }
+        syn::Meta::List(_) => {}
     }
     let r = attr.parse_nested_meta(|meta| {
         let flag = if meta.path.is_ident("timestamp") {
@@ -319,6 +370,7 @@ fn key(cx: &mut Ctxt, attr: &Attribute) -> Key {
                 "unknown `key` option; expected `timestamp`, `nfc` or `lowercase`",
             );
         };
+        no_value(cx, &meta, &format!("`#[key({})]`", path_name(&meta.path)))?;
         if *flag {
             cx.error_spanned_by(&meta.path, "this option is given twice");
         } else if !meta.path.is_ident("timestamp") {
@@ -328,7 +380,10 @@ fn key(cx: &mut Ctxt, attr: &Attribute) -> Key {
         Ok(())
     });
     if let Err(e) = r {
-        cx.syn_error(e);
+        cx.syn_error(syn::Error::new(
+            e.span(),
+            format!("{e}; `#[key]` takes the flags `timestamp`, `nfc` and `lowercase`: {FORMS}"),
+        ));
     }
     k
 }

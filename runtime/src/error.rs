@@ -36,7 +36,7 @@ pub enum KeyError {
     NulByte {
         /// The Rust field name.
         field: &'static str,
-        /// Byte offset of the first NUL.
+        /// Byte offset of the first NUL in the value as given (before `lowercase`/`nfc`).
         position: usize,
     },
     /// A key value is longer than the id scheme's 32-bit length prefix allows.

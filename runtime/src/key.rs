@@ -380,12 +380,16 @@ impl KeySink {
         value: &T,
         normalize: Normalize,
     ) -> Result<(), KeyError> {
-        let v = normalize.apply(value.key_value());
+        let v = value.key_value();
+        // Checked before normalizing, so that the position is one in the text the caller
+        // gave: lowercasing and NFC change byte lengths ("\u{1e9e}" -> "\u{df}"), and they
+        // never add or remove a NUL, so the verdict is the same either way.
         if let KeyValue::Str(s) = &v {
             if let Some(position) = s.bytes().position(|b| b == 0) {
                 return Err(KeyError::NulByte { field, position });
             }
         }
+        let v = normalize.apply(v);
         let first = self.fields == 0;
         self.fields += 1;
         if let Some(out) = &mut self.describe {
@@ -637,6 +641,27 @@ mod tests {
         assert!(!'\u{1c5}'.is_uppercase());
         assert_eq!(id("\u{1c5}emal"), id("\u{1c6}emal"));
         assert_eq!(id("\u{1c5}emal"), id(&"\u{1c5}emal".to_lowercase()));
+    }
+
+    /// Found by tests/fuzz.rs: the position was counted in the normalized text, so a key
+    /// `"\u{1e9e}\0"` under `lowercase` reported byte 2 (of `"\u{df}\0"`), not byte 3.
+    #[test]
+    fn nul_position_is_in_the_text_given() {
+        for (text, lowercase, nfc) in [
+            ("\u{1e9e}\0", true, false), // 3 bytes, lowercased to 2
+            ("\u{130}\0", true, false),  // 2 bytes, lowercased to 3
+            ("e\u{301}\0", false, true), // 3 bytes, composed to 2
+        ] {
+            let mut sink = KeySink::new(Scheme::Default { namespace: "" }, false);
+            assert_eq!(
+                sink.part("key", text, Normalize { lowercase, nfc }),
+                Err(KeyError::NulByte {
+                    field: "key",
+                    position: text.find('\0').unwrap()
+                }),
+                "{text:?}"
+            );
+        }
     }
 
     #[test]
