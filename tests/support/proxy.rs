@@ -126,6 +126,9 @@ pub struct Stats {
     pub connections: u64,
     /// The decision for each write command, in the order they arrived at the proxy.
     pub decisions: Vec<(String, Fault)>,
+    /// Commands forwarded to the server whose connection the server closed before replying
+    /// (a crash mid-command), by name.
+    pub unanswered: HashMap<String, u64>,
 }
 
 impl Stats {
@@ -152,6 +155,8 @@ struct Shared {
     /// Hold every write command forever: never forwarded, never answered, the connection left
     /// open — what a client sees of a stalled engine or a half-open TCP connection.
     stall: std::sync::atomic::AtomicBool,
+    /// Write commands forwarded and not yet answered.
+    in_flight: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -215,6 +220,7 @@ impl Proxy {
             rng: Mutex::new(seed),
             stats: Mutex::new(Stats::default()),
             stall: Default::default(),
+            in_flight: Default::default(),
         });
         let accept = tokio::spawn(accept_loop(listener, shared.clone()));
         Proxy {
@@ -252,6 +258,11 @@ impl Proxy {
 
     pub fn faults(&self) -> Faults {
         *self.shared.faults.lock().unwrap()
+    }
+
+    /// Write commands forwarded to the server and not answered yet.
+    pub fn writes_in_flight(&self) -> u64 {
+        self.shared.in_flight.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn stats(&self) -> Stats {
@@ -323,6 +334,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 /// How a pump ended.
+#[derive(PartialEq)]
 enum End {
     /// A side closed or failed: close the other.
     Closed,
@@ -343,10 +355,26 @@ async fn serve(client: TcpStream, shared: Arc<Shared>) {
     let (mut client_r, mut client_w) = client.into_split();
     let (mut up_r, mut up_w) = upstream.into_split();
     let pending: Pending = Mutex::new(HashMap::new());
-    let end = tokio::select! {
-        end = client_to_upstream(&mut client_r, &mut up_w, &pending, &shared) => end,
-        end = upstream_to_client(&mut up_r, &mut client_w, &pending, &shared) => end,
+    let (end, server_ended) = tokio::select! {
+        end = client_to_upstream(&mut client_r, &mut up_w, &pending, &shared) => (end, false),
+        end = upstream_to_client(&mut up_r, &mut client_w, &pending, &shared) => (end, true),
     };
+    let left: Vec<(String, Fault)> = pending.lock().unwrap().drain().map(|(_, e)| e).collect();
+    for (name, _) in &left {
+        if is_write(name) {
+            shared.in_flight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    if server_ended && end == End::Closed {
+        // The server closed the connection with these commands forwarded and unanswered.
+        shared.bump(|s| {
+            for (name, fault) in left {
+                if fault == Fault::None {
+                    *s.unanswered.entry(name).or_default() += 1;
+                }
+            }
+        });
+    }
     match end {
         End::Closed => {}
         End::Fault => {
@@ -384,6 +412,9 @@ async fn client_to_upstream(
         }
         let fire_and_forget = header.op_code == OP_MSG && flags(&msg) & MORE_TO_COME != 0;
         if !fire_and_forget {
+            if is_write(&name) {
+                shared.in_flight.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
             pending
                 .lock()
                 .unwrap()
@@ -425,7 +456,11 @@ async fn upstream_to_client(
             let entry = if more {
                 pending.get(&header.response_to).cloned()
             } else {
-                pending.remove(&header.response_to)
+                let e = pending.remove(&header.response_to);
+                if e.as_ref().is_some_and(|(name, _)| is_write(name)) {
+                    shared.in_flight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                e
             };
             entry.map_or(Fault::None, |(_, fault)| fault)
         };
