@@ -1,17 +1,31 @@
-//! Counters through the [`metrics`](https://docs.rs/metrics) facade (feature `metrics`), so the
-//! recorder a service already installs (a Prometheus exporter, say) sees natural-key's writes.
-//! Every counter is emitted here; without the feature these functions are empty and the crate
-//! does not depend on `metrics`.
+//! The names of the counters natural-key records through the [`metrics`](https://docs.rs/metrics)
+//! facade when the `metrics` feature is on, so the recorder a service already installs (a
+//! Prometheus exporter, say) sees its writes. Labels and what each counts: the crate
+//! documentation's "Metrics" section. Without the feature nothing is recorded.
+//!
+//! ```
+//! use natural_key::metrics::{ERRORS_TOTAL, OUTCOMES_TOTAL, RETRIES_TOTAL};
+//! // The `kind` label of errors and retries is `Error::kind`.
+//! let e: natural_key::Error = natural_key::KeyError::Missing { field: "id" }.into();
+//! assert_eq!((ERRORS_TOTAL, e.kind()), ("natural_key_errors_total", "key"));
+//! assert_eq!(OUTCOMES_TOTAL, "natural_key_outcomes_total");
+//! assert_eq!(RETRIES_TOTAL, "natural_key_retries_total");
+//! ```
+
+// Every counter is emitted from this module; without the feature its functions are empty and
+// the crate does not depend on `metrics`.
 
 use crate::error::Error;
 use crate::outcome::BatchReport;
 
-/// Documents written or left alone, by `collection`, `operation` and `outcome`.
+/// Documents written or left alone, by `collection`, `operation` (`upsert`, `insert`) and
+/// `outcome` (`inserted`, `updated`, `unchanged`, `already_applied`).
 pub const OUTCOMES_TOTAL: &str = "natural_key_outcomes_total";
 /// Attempts the retry policy started after a transient error, by `collection`, `operation`
 /// and `kind` (the error that caused the retry).
 pub const RETRIES_TOTAL: &str = "natural_key_retries_total";
-/// Errors returned to the caller, by `collection`, `operation` and `kind`.
+/// Errors returned to the caller, by `collection`, `operation` and `kind` ([`Error::kind`]):
+/// a single write's error, each failed document of a batch, the error that stopped a batch.
 pub const ERRORS_TOTAL: &str = "natural_key_errors_total";
 
 /// The `operation` label: a call and its batch form count as one kind of write, because their
