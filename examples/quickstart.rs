@@ -3,9 +3,12 @@ use natural_key::{mongodb::Client, Collection, RetryPolicy};
 
 #[derive(NaturalKey, Serialize, Deserialize)]
 struct Post {
-    #[key] slug: String,
-    #[key(lowercase)] lang: String,
-    #[key(timestamp)] published_at: i64, // Unix ms; never the wall clock
+    #[key]
+    slug: String,
+    #[key(lowercase)]
+    lang: String,
+    #[key(timestamp)]
+    published_at: i64, // Unix ms; never the wall clock
     body: String,
 }
 

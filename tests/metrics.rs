@@ -46,7 +46,9 @@ fn snapshotter() -> &'static Snapshotter {
     S.get_or_init(|| {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
-        recorder.install().expect("the only recorder of this test binary");
+        recorder
+            .install()
+            .expect("the only recorder of this test binary");
         snapshotter
     })
 }
@@ -73,7 +75,11 @@ fn counters(ns: &str) -> Vec<Counter> {
         .iter()
         .filter(|((_, labels), _)| labels.iter().any(|(k, v)| k == "collection" && v == ns))
         .map(|((name, labels), n)| {
-            let rest = labels.iter().filter(|(k, _)| k != "collection").cloned().collect();
+            let rest = labels
+                .iter()
+                .filter(|(k, _)| k != "collection")
+                .cloned()
+                .collect();
             (name.clone(), rest, *n)
         })
         .collect()
@@ -106,7 +112,10 @@ async fn upserts_count_each_outcome_and_error_per_collection() {
     posts.upsert(&post("a", "1")).await.unwrap(); // unchanged
     posts.upsert(&post("a", "2")).await.unwrap(); // updated
     let nul = post("b\0", "1");
-    assert!(matches!(posts.upsert(&nul).await, Err(natural_key::Error::Key(_))));
+    assert!(matches!(
+        posts.upsert(&nul).await,
+        Err(natural_key::Error::Key(_))
+    ));
     let mut moved = post("a", "2");
     moved.published_at += 1;
     assert!(matches!(
@@ -115,16 +124,28 @@ async fn upserts_count_each_outcome_and_error_per_collection() {
     ));
 
     // A batch: two new, one unchanged, one edited, one bad key (reported at its index).
-    let batch = [post("c", "1"), post("d", "1"), post("a", "2"), post("e\0", "1")];
+    let batch = [
+        post("c", "1"),
+        post("d", "1"),
+        post("a", "2"),
+        post("e\0", "1"),
+    ];
     let report = posts.upsert_many(&batch).batch_size(2).await.unwrap();
-    assert_eq!((report.inserted, report.unchanged, report.failures.len()), (2, 1, 1));
+    assert_eq!(
+        (report.inserted, report.unchanged, report.failures.len()),
+        (2, 1, 1)
+    );
     let edited = [post("c", "2")];
     posts.upsert_many(&edited).await.unwrap();
 
     assert_eq!(
         counters(&ns),
         vec![
-            c(ERRORS_TOTAL, &[("operation", "upsert"), ("kind", "immutable_key_changed")], 1),
+            c(
+                ERRORS_TOTAL,
+                &[("operation", "upsert"), ("kind", "immutable_key_changed")],
+                1
+            ),
             c(ERRORS_TOTAL, &[("operation", "upsert"), ("kind", "key")], 2),
             outcome("upsert", "inserted", 3),
             outcome("upsert", "unchanged", 2),
@@ -190,16 +211,28 @@ async fn each_retry_is_counted_with_the_error_that_caused_it() {
         drop_request: 1.0,
         ..Faults::none()
     });
-    let lost = posts.upsert(&post("b", "1")).retry(policy).await.unwrap_err();
+    let lost = posts
+        .upsert(&post("b", "1"))
+        .retry(policy)
+        .await
+        .unwrap_err();
     assert!(lost.is_transient(), "{lost}");
     proxy.set_faults(Faults::none());
 
     assert_eq!(
         counters(&ns),
         vec![
-            c(ERRORS_TOTAL, &[("operation", "upsert"), ("kind", lost.kind())], 1),
+            c(
+                ERRORS_TOTAL,
+                &[("operation", "upsert"), ("kind", lost.kind())],
+                1
+            ),
             outcome("upsert", "unchanged", 1),
-            c(RETRIES_TOTAL, &[("operation", "upsert"), ("kind", lost.kind())], 3),
+            c(
+                RETRIES_TOTAL,
+                &[("operation", "upsert"), ("kind", lost.kind())],
+                3
+            ),
         ]
     );
 }

@@ -15,7 +15,8 @@ fn readme_quickstart() -> Option<&'static str> {
 
 #[test]
 fn readme_quickstart_is_the_example_verbatim() {
-    let block = readme_quickstart().expect("README.md: no ```rust block after the quickstart marker");
+    let block =
+        readme_quickstart().expect("README.md: no ```rust block after the quickstart marker");
     if block != QUICKSTART {
         let line = block
             .lines()
@@ -36,7 +37,16 @@ fn readme_install_line_names_what_the_quickstart_needs() {
         .find(|l| l.starts_with("cargo add natural-key"))
         .expect("README.md: no `cargo add natural-key` line");
     // The quickstart derives serde's traits and runs under #[tokio::main].
-    for needed in ["serde", "serde/derive", "tokio", "tokio/macros", "tokio/rt-multi-thread"] {
-        assert!(line.split([' ', ',']).any(|w| w == needed), "`{line}` lacks {needed}");
+    for needed in [
+        "serde",
+        "serde/derive",
+        "tokio",
+        "tokio/macros",
+        "tokio/rt-multi-thread",
+    ] {
+        assert!(
+            line.split([' ', ',']).any(|w| w == needed),
+            "`{line}` lacks {needed}"
+        );
     }
 }

@@ -41,24 +41,25 @@ fn operation_label(operation: &'static str) -> &'static str {
 
 #[cfg(feature = "metrics")]
 fn add(name: &'static str, labels: [(&'static str, String); 3], n: u64) {
-    if n > 0 {
-        metrics::counter!(name, &labels).increment(n);
-    }
+    metrics::counter!(name, &labels).increment(n);
 }
 
 /// `n` documents of one outcome (`inserted`, `updated`, `unchanged`, `already_applied`).
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn outcomes(collection: &str, operation: &'static str, outcome: &'static str, n: u64) {
+    // A batch without this outcome registers no series for it.
     #[cfg(feature = "metrics")]
-    add(
-        OUTCOMES_TOTAL,
-        [
-            ("collection", collection.to_string()),
-            ("operation", operation_label(operation).to_string()),
-            ("outcome", outcome.to_string()),
-        ],
-        n,
-    );
+    if n > 0 {
+        add(
+            OUTCOMES_TOTAL,
+            [
+                ("collection", collection.to_string()),
+                ("operation", operation_label(operation).to_string()),
+                ("outcome", outcome.to_string()),
+            ],
+            n,
+        );
+    }
 }
 
 /// One error returned to the caller, for one document or for a whole call.
@@ -109,7 +110,11 @@ impl ReportCursor {
             ("inserted", r.inserted, &mut self.inserted),
             ("updated", r.updated, &mut self.updated),
             ("unchanged", r.unchanged, &mut self.unchanged),
-            ("already_applied", r.already_applied, &mut self.already_applied),
+            (
+                "already_applied",
+                r.already_applied,
+                &mut self.already_applied,
+            ),
         ];
         // The running report only grows.
         for (outcome, now, seen) in fields {
