@@ -14,7 +14,8 @@ use crate::batch::{self, Item, Options, Outcomes, Writer};
 use crate::collection::Collection;
 use crate::error::Error;
 use crate::insert::insert_batch;
-use crate::outcome::{BatchError, BatchReport, InsertOutcome, UpsertOutcome};
+use crate::metrics;
+use crate::outcome::{BatchError, BatchReport, Counted, InsertOutcome, UpsertOutcome};
 use crate::retry::RetryPolicy;
 use crate::stored::{Prepared, PreparedEvent};
 use crate::traits::{NaturalKey, RandomId};
@@ -305,17 +306,62 @@ async fn one<D, W: Writer<D>>(
         .expect("a batch write returns one result per document")
 }
 
-fn record<O: std::fmt::Display>(result: &Result<O, Error>) {
+/// What a single write returns, into its span and the metrics.
+fn record<O: Counted + std::fmt::Display>(
+    collection: &str,
+    operation: &'static str,
+    result: &Result<O, Error>,
+) {
     let span = tracing::Span::current();
     match result {
         Ok(o) => {
             span.record("outcome", tracing::field::display(o));
+            metrics::outcomes(collection, operation, o.as_str(), 1);
         }
         Err(e) => {
             span.record("outcome", "error");
             tracing::debug!(error = %crate::error::Chain(e), "write failed");
+            metrics::error(collection, operation, e);
         }
     }
+}
+
+/// [`batch::run`] with the metrics counted from the running report after each batch (the
+/// caller's progress callback still sees every report), and the error that stopped it.
+async fn run_counted<D, S, W>(
+    docs: S,
+    opts: Options<'_>,
+    operation: &'static str,
+    collection: &str,
+    prepare: &(dyn Fn(&D) -> Result<W::Prepared, Error> + Sync),
+    writer: &mut W,
+) -> Result<BatchReport, BatchError>
+where
+    D: Send,
+    S: Stream<Item = D> + Send,
+    W: Writer<D>,
+{
+    let mut counted = metrics::ReportCursor::default();
+    let mut progress = opts.progress;
+    let opts = Options {
+        batch_size: opts.batch_size,
+        retry: opts.retry,
+        progress: Some(Box::new(|r: &BatchReport| {
+            counted.advance(collection, operation, r);
+            if let Some(p) = progress.as_mut() {
+                p(r);
+            }
+        })),
+    };
+    let result = batch::run(docs, opts, operation, collection, prepare, writer).await;
+    match &result {
+        Ok(report) => counted.advance(collection, operation, report),
+        Err(e) => {
+            counted.advance(collection, operation, &e.report);
+            metrics::error(collection, operation, &e.error);
+        }
+    }
+    result
 }
 
 /// The guarded upsert of one document, from [`Collection::upsert`]; configure, then `.await`.
@@ -376,29 +422,26 @@ impl<'a, T: NaturalKey + Send + Sync> IntoFuture for Upsert<'a, T> {
         Box::pin(
             async move {
                 let coll = self.coll;
-                let prepared = Prepared::of(self.doc, &coll.target)?;
-                tracing::Span::current().record("id", tracing::field::display(prepared.id));
-                let mut writer = Upserts {
-                    coll,
-                    mode: self.mode,
-                    session: self.session,
-                    insert_first: false,
-                    memory: None,
-                };
-                let item = Item {
-                    index: 0,
-                    prepared,
-                    doc: self.doc,
-                };
-                let result = one(
-                    &mut writer,
-                    item,
-                    &self.retry,
-                    "upsert",
-                    &coll.target.namespace,
-                )
+                let ns = &coll.target.namespace;
+                let result = async {
+                    let prepared = Prepared::of(self.doc, &coll.target)?;
+                    tracing::Span::current().record("id", tracing::field::display(prepared.id));
+                    let mut writer = Upserts {
+                        coll,
+                        mode: self.mode,
+                        session: self.session,
+                        insert_first: false,
+                        memory: None,
+                    };
+                    let item = Item {
+                        index: 0,
+                        prepared,
+                        doc: self.doc,
+                    };
+                    one(&mut writer, item, &self.retry, "upsert", ns).await
+                }
                 .await;
-                record(&result);
+                record(ns, "upsert", &result);
                 result
             }
             .instrument(span),
@@ -433,25 +476,22 @@ impl<'a, T: RandomId + Send + Sync> IntoFuture for Insert<'a, T> {
         Box::pin(
             async move {
                 let coll = self.coll;
-                let prepared = PreparedEvent::of(self.event, &coll.target)?;
-                let mut writer = Inserts {
-                    coll,
-                    session: self.session,
-                };
-                let item = Item {
-                    index: 0,
-                    prepared,
-                    doc: (),
-                };
-                let result = one(
-                    &mut writer,
-                    item,
-                    &self.retry,
-                    "insert",
-                    &coll.target.namespace,
-                )
+                let ns = &coll.target.namespace;
+                let result = async {
+                    let prepared = PreparedEvent::of(self.event, &coll.target)?;
+                    let mut writer = Inserts {
+                        coll,
+                        session: self.session,
+                    };
+                    let item = Item {
+                        index: 0,
+                        prepared,
+                        doc: (),
+                    };
+                    one(&mut writer, item, &self.retry, "insert", ns).await
+                }
                 .await;
-                record(&result);
+                record(ns, "insert", &result);
                 result
             }
             .instrument(span),
@@ -551,7 +591,7 @@ where
                 };
                 let prepare = |d: &S::Item| Prepared::of(d.borrow(), &coll.target);
                 let ns = &coll.target.namespace;
-                batch::run(
+                run_counted(
                     self.docs,
                     self.opts,
                     "upsert_many",
@@ -603,7 +643,7 @@ where
                 };
                 let prepare = |d: &S::Item| PreparedEvent::of(d.borrow(), &coll.target);
                 let ns = &coll.target.namespace;
-                batch::run(
+                run_counted(
                     self.docs,
                     self.opts,
                     "insert_many",

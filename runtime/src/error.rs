@@ -309,6 +309,40 @@ impl Error {
         )
     }
 
+    /// A short name of the variant, stable across releases: the `kind` label of the
+    /// [`metrics`](crate::metrics) counters, and handy in logs. `key`, `serialize`,
+    /// `immutable_key_changed`, `contention`, `write_failed`, `unique_index_violation`,
+    /// `document_too_large`, `invalid_field_name`, `index_conflict`, `timeout`,
+    /// `rekey_target_taken`, `prune_skipped`, `prune_refused`, `concurrent_change`,
+    /// `unexpected_document`, `transient`, `database`.
+    ///
+    /// ```
+    /// use natural_key_runtime::{Error, KeyError};
+    /// let e: Error = KeyError::Missing { field: "request_id" }.into();
+    /// assert_eq!(e.kind(), "key");
+    /// ```
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Key(_) => "key",
+            Error::Serialize { .. } => "serialize",
+            Error::ImmutableKeyChanged { .. } => "immutable_key_changed",
+            Error::Contention { .. } => "contention",
+            Error::WriteFailed { .. } => "write_failed",
+            Error::UniqueIndexViolation { .. } => "unique_index_violation",
+            Error::DocumentTooLarge { .. } => "document_too_large",
+            Error::InvalidFieldName { .. } => "invalid_field_name",
+            Error::IndexConflict { .. } => "index_conflict",
+            Error::Timeout { .. } => "timeout",
+            Error::RekeyTargetTaken { .. } => "rekey_target_taken",
+            Error::PruneSkipped { .. } => "prune_skipped",
+            Error::PruneRefused { .. } => "prune_refused",
+            Error::ConcurrentChange { .. } => "concurrent_change",
+            Error::UnexpectedDocument { .. } => "unexpected_document",
+            Error::Transient(_) => "transient",
+            Error::Database(_) => "database",
+        }
+    }
+
     pub(crate) fn serialize<T: ?Sized>(message: impl fmt::Display) -> Self {
         Error::Serialize {
             type_name: std::any::type_name::<T>(),

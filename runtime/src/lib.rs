@@ -14,6 +14,7 @@ mod error;
 mod insert;
 mod key;
 mod maintain;
+pub mod metrics;
 mod op;
 mod outcome;
 mod retry;

@@ -129,9 +129,14 @@ impl BatchReport {
 /// One outcome, counted into a [`BatchReport`].
 pub(crate) trait Counted {
     fn count(self, report: &mut BatchReport);
+    /// Its name, as its `Display` and the metrics' `outcome` label spell it.
+    fn as_str(&self) -> &'static str;
 }
 
 impl Counted for UpsertOutcome {
+    fn as_str(&self) -> &'static str {
+        UpsertOutcome::as_str(self)
+    }
     fn count(self, r: &mut BatchReport) {
         match self {
             UpsertOutcome::Inserted(_) => r.inserted += 1,
@@ -142,6 +147,9 @@ impl Counted for UpsertOutcome {
 }
 
 impl Counted for InsertOutcome {
+    fn as_str(&self) -> &'static str {
+        InsertOutcome::as_str(self)
+    }
     fn count(self, r: &mut BatchReport) {
         match self {
             InsertOutcome::Inserted(_) => r.inserted += 1,

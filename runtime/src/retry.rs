@@ -206,6 +206,7 @@ impl Attempts {
             "{}: transient error, retrying",
             self.operation
         );
+        crate::metrics::retry(&self.collection, self.operation, &err);
         tokio::time::sleep(delay).await;
         self.attempt += 1;
         Ok(())
