@@ -136,8 +136,8 @@ impl fmt::Display for AuditReport {
             if name == "hash drift" && !self.hash_checked {
                 writeln!(
                     f,
-                    "{name:<22} {:>10}  (needs the Rust type; clean counts any hash)",
-                    "not checked"
+                    "{name:<22} {:>10}  not checked (needs the Rust type; clean counts any hash)",
+                    "n/a"
                 )?;
                 continue;
             }
