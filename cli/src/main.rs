@@ -10,8 +10,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use natural_key_runtime::bson::{self, Bson};
 use natural_key_runtime::mongodb::{self, options::ClientOptions};
 use natural_key_runtime::{
-    compute_id, compute_identity, rfc3339_millis, AuditReport, Finding, KeyField, KeyKind,
-    KeySpec, KeyValue, Scheme, TimestampForm,
+    compute_id, compute_identity, rfc3339_millis, AuditReport, Finding, KeyField, KeyKind, KeySpec,
+    KeyValue, Scheme, TimestampForm,
 };
 
 const ALLOW_HELP: &str = "Findings tolerated before the exit status turns 1: a comma-separated \
@@ -189,9 +189,11 @@ impl SchemeArgs {
         match self.scheme {
             SchemeName::Default => {
                 if self.separator.is_some() {
-                    return Err("--separator belongs to the joined scheme: add --scheme joined, \
+                    return Err(
+                        "--separator belongs to the joined scheme: add --scheme joined, \
                                 or leave it out"
-                        .into());
+                            .into(),
+                    );
                 }
                 Ok(Scheme::Default {
                     namespace: leak(self.namespace.clone().unwrap_or_default()),
@@ -480,13 +482,14 @@ async fn run_audit(args: &AuditArgs, spec: &KeySpec) -> Result<AuditReport, Stri
     let timeout = Duration::from_secs(args.timeout.max(1));
     options.server_selection_timeout = Some(timeout);
     options.connect_timeout = Some(timeout);
-    options.app_name.get_or_insert_with(|| "natural-key-cli".into());
-    let client = mongodb::Client::with_options(options)
-        .map_err(|e| format!("bad --uri: {}", short(&e)))?;
+    options
+        .app_name
+        .get_or_insert_with(|| "natural-key-cli".into());
+    let client =
+        mongodb::Client::with_options(options).map_err(|e| format!("bad --uri: {}", short(&e)))?;
     let db = client.database(&args.db);
-    let unreachable = |e: mongodb::error::Error| {
-        format!("cannot reach the server of --uri: {}", short(&e))
-    };
+    let unreachable =
+        |e: mongodb::error::Error| format!("cannot reach the server of --uri: {}", short(&e));
     let names = db.list_collection_names().await.map_err(unreachable)?;
     if !names.contains(&args.collection) {
         return Err(format!(

@@ -34,18 +34,23 @@ struct AllKeys {
 }
 
 fn all_keys_spec(form: TimestampForm) -> KeySpec {
-    KeySpec::new(Scheme::Default { namespace: "all.keys" }, "at")
-        .timestamp_form(form)
-        .key(KeyField::new("text", KeyKind::Str))
-        .key(KeyField::new("small", KeyKind::Int))
-        .key(KeyField::new("big", KeyKind::Int))
-        .key(KeyField::new("flag", KeyKind::Bool))
-        .key(KeyField::new("bytes", KeyKind::Bytes))
-        .key(KeyField::new("uuid", KeyKind::Uuid))
-        .key(KeyField::new("bson_uuid", KeyKind::Uuid))
-        .key(KeyField::new("oid", KeyKind::ObjectId))
-        .key(KeyField::new("absent", KeyKind::Str).optional())
-        .key(KeyField::new("folded", KeyKind::Str).lowercase().nfc())
+    KeySpec::new(
+        Scheme::Default {
+            namespace: "all.keys",
+        },
+        "at",
+    )
+    .timestamp_form(form)
+    .key(KeyField::new("text", KeyKind::Str))
+    .key(KeyField::new("small", KeyKind::Int))
+    .key(KeyField::new("big", KeyKind::Int))
+    .key(KeyField::new("flag", KeyKind::Bool))
+    .key(KeyField::new("bytes", KeyKind::Bytes))
+    .key(KeyField::new("uuid", KeyKind::Uuid))
+    .key(KeyField::new("bson_uuid", KeyKind::Uuid))
+    .key(KeyField::new("oid", KeyKind::ObjectId))
+    .key(KeyField::new("absent", KeyKind::Str).optional())
+    .key(KeyField::new("folded", KeyKind::Str).lowercase().nfc())
 }
 
 #[test]
@@ -68,8 +73,14 @@ fn every_key_type_as_stored() {
     // What the driver sends (its raw serializer).
     let stored = bson::to_raw_document_buf(&value).unwrap();
     let want = (value.id().unwrap(), value.identity().unwrap());
-    assert_eq!(all_keys_spec(TimestampForm::Any).derive(&stored).unwrap(), want);
-    assert_eq!(all_keys_spec(TimestampForm::Date).derive(&stored).unwrap(), want);
+    assert_eq!(
+        all_keys_spec(TimestampForm::Any).derive(&stored).unwrap(),
+        want
+    );
+    assert_eq!(
+        all_keys_spec(TimestampForm::Date).derive(&stored).unwrap(),
+        want
+    );
     assert!(matches!(
         all_keys_spec(TimestampForm::Millis).derive(&stored),
         Err(SpecError::WrongType { field: "at", .. })
@@ -98,21 +109,50 @@ fn every_timestamp_type_as_stored() {
     let sub_ms = std::time::Duration::from_nanos(ms as u64 * 1_000_000 + 999_999);
     let cases: Vec<(bson::RawDocumentBuf, natural_key::Ulid, TimestampForm)> = vec![
         {
-            let v = Millis { slug: "s".into(), at: ms };
-            (bson::to_raw_document_buf(&v).unwrap(), v.id().unwrap(), TimestampForm::Millis)
+            let v = Millis {
+                slug: "s".into(),
+                at: ms,
+            };
+            (
+                bson::to_raw_document_buf(&v).unwrap(),
+                v.id().unwrap(),
+                TimestampForm::Millis,
+            )
         },
         {
-            let v = Date { slug: "s".into(), at: bson::DateTime::from_millis(ms) };
-            (bson::to_raw_document_buf(&v).unwrap(), v.id().unwrap(), TimestampForm::Date)
+            let v = Date {
+                slug: "s".into(),
+                at: bson::DateTime::from_millis(ms),
+            };
+            (
+                bson::to_raw_document_buf(&v).unwrap(),
+                v.id().unwrap(),
+                TimestampForm::Date,
+            )
         },
         {
-            let v = System { slug: "s".into(), at: std::time::UNIX_EPOCH + sub_ms };
-            (bson::to_raw_document_buf(&v).unwrap(), v.id().unwrap(), TimestampForm::SystemTime)
+            let v = System {
+                slug: "s".into(),
+                at: std::time::UNIX_EPOCH + sub_ms,
+            };
+            (
+                bson::to_raw_document_buf(&v).unwrap(),
+                v.id().unwrap(),
+                TimestampForm::SystemTime,
+            )
         },
         {
-            let at = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH + chrono::Duration::from_std(sub_ms).unwrap();
-            let v = Chrono { slug: "s".into(), at };
-            (bson::to_raw_document_buf(&v).unwrap(), v.id().unwrap(), TimestampForm::Rfc3339)
+            let at = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH
+                + chrono::Duration::from_std(sub_ms).unwrap();
+            let v = Chrono {
+                slug: "s".into(),
+                at,
+            };
+            (
+                bson::to_raw_document_buf(&v).unwrap(),
+                v.id().unwrap(),
+                TimestampForm::Rfc3339,
+            )
         },
     ];
     for (stored, id, form) in cases {
@@ -133,10 +173,22 @@ fn what_a_spec_cannot_read_says_which_field() {
         .key(KeyField::new("n", KeyKind::Int));
     let cases = [
         (rawdoc! { "slug": "a", "at": 0i64 }, "field `n` is missing"),
-        (rawdoc! { "slug": "a", "n": bson::RawBson::Null, "at": 0i64 }, "field `n` is missing"),
-        (rawdoc! { "slug": "a", "n": 1.5, "at": 0i64 }, "field `n` is a double, expected an int32 or int64"),
-        (rawdoc! { "slug": "a", "n": 1, "at": "yesterday" }, "timestamp field `at`: `yesterday` is not an RFC 3339"),
-        (rawdoc! { "slug": "a", "n": 1, "at": -1i64 }, "outside the ULID range"),
+        (
+            rawdoc! { "slug": "a", "n": bson::RawBson::Null, "at": 0i64 },
+            "field `n` is missing",
+        ),
+        (
+            rawdoc! { "slug": "a", "n": 1.5, "at": 0i64 },
+            "field `n` is a double, expected an int32 or int64",
+        ),
+        (
+            rawdoc! { "slug": "a", "n": 1, "at": "yesterday" },
+            "timestamp field `at`: `yesterday` is not an RFC 3339",
+        ),
+        (
+            rawdoc! { "slug": "a", "n": 1, "at": -1i64 },
+            "outside the ULID range",
+        ),
         (rawdoc! { "slug": "a\0b", "n": 1, "at": 0i64 }, "NUL"),
         (rawdoc! { "slug": "a", "n": 1 }, "field `at` is missing"),
     ];
@@ -145,5 +197,8 @@ fn what_a_spec_cannot_read_says_which_field() {
         assert!(e.contains(says), "{e:?} does not say {says:?}");
     }
     let none = KeySpec::new(Scheme::Default { namespace: "" }, "at");
-    assert_eq!(none.derive(&rawdoc! { "at": 0i64 }), Err(SpecError::NoIdentityKey));
+    assert_eq!(
+        none.derive(&rawdoc! { "at": 0i64 }),
+        Err(SpecError::NoIdentityKey)
+    );
 }

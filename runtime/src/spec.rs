@@ -63,7 +63,10 @@ impl KeyKind {
 
 impl fmt::Display for KeyKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = KeyKind::ALL.iter().find(|(_, k)| k == self).map(|(n, _)| *n);
+        let name = KeyKind::ALL
+            .iter()
+            .find(|(_, k)| k == self)
+            .map(|(n, _)| *n);
         f.write_str(name.unwrap_or("?"))
     }
 }
@@ -246,7 +249,9 @@ pub enum SpecError {
     },
     /// The spec has no identity key field: every document would share one identity
     /// (docs/id-scheme.md, "Key fields").
-    #[error("the key spec names no identity key field: name the fields that say which document this is")]
+    #[error(
+        "the key spec names no identity key field: name the fields that say which document this is"
+    )]
     NoIdentityKey,
     /// The values give no id (a NUL in a text key, a timestamp outside the ULID range).
     #[error(transparent)]
@@ -328,16 +333,16 @@ impl KeySpec {
             RawBsonRef::DateTime(d) if allows(TimestampForm::Date) => {
                 Ok(d.timestamp_millis().into())
             }
-            RawBsonRef::String(s) if allows(TimestampForm::Rfc3339) => rfc3339_millis(s)
-                .map_err(|e| SpecError::BadTimestamp {
+            RawBsonRef::String(s) if allows(TimestampForm::Rfc3339) => {
+                rfc3339_millis(s).map_err(|e| SpecError::BadTimestamp {
                     field,
                     message: e.to_string(),
-                }),
+                })
+            }
             RawBsonRef::Document(d) if allows(TimestampForm::SystemTime) => system_time(d)
                 .ok_or_else(|| SpecError::BadTimestamp {
                     field,
-                    message: "a document that is not {secs_since_epoch, nanos_since_epoch}"
-                        .into(),
+                    message: "a document that is not {secs_since_epoch, nanos_since_epoch}".into(),
                 }),
             _ => Err(wrong(match form {
                 TimestampForm::Any => {
@@ -395,7 +400,9 @@ impl Serialize for Content<'_> {
         let mut map = s.serialize_map(None)?;
         for entry in self.doc {
             let (name, value) = entry.map_err(S::Error::custom)?;
-            if name == "_id" || name.starts_with(RESERVED_PREFIX) || self.spec.skip_hash.contains(&name)
+            if name == "_id"
+                || name.starts_with(RESERVED_PREFIX)
+                || self.spec.skip_hash.contains(&name)
             {
                 continue;
             }
@@ -563,7 +570,12 @@ pub fn rfc3339_millis(text: &str) -> Result<i128, Rfc3339Error> {
         })
     };
     let at = |i: usize, c: &[u8]| b.get(i).is_some_and(|x| c.contains(x));
-    if b.len() < 20 || !at(4, b"-") || !at(7, b"-") || !at(10, b"Tt ") || !at(13, b":") || !at(16, b":")
+    if b.len() < 20
+        || !at(4, b"-")
+        || !at(7, b"-")
+        || !at(10, b"Tt ")
+        || !at(13, b":")
+        || !at(16, b":")
     {
         return Err(err("not YYYY-MM-DDThh:mm:ss"));
     }

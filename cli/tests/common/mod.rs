@@ -42,7 +42,11 @@ pub fn uri() -> String {
 pub fn assert_input_error(out: &Output, says: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
-    assert!(out.stdout.is_empty(), "stdout: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.stdout.is_empty(),
+        "stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
     assert!(stderr.starts_with("natural-key: error: "), "{stderr}");
     assert!(stderr.contains(says), "`{says}` not in: {stderr}");

@@ -211,11 +211,17 @@ where
     fn into_future(mut self) -> Self::IntoFuture {
         Box::pin(async move {
             let mut report = AuditReport::default();
-            let groups = scan_with(&self.coll.target, &Typed::<T>::new(), self.sample, &mut report, |r| {
-                if let Some(p) = self.progress.as_mut() {
-                    p(r)
-                }
-            })
+            let groups = scan_with(
+                &self.coll.target,
+                &Typed::<T>::new(),
+                self.sample,
+                &mut report,
+                |r| {
+                    if let Some(p) = self.progress.as_mut() {
+                        p(r)
+                    }
+                },
+            )
             .await?;
             finish(&groups, self.sample, &mut report);
             Ok(report)
