@@ -250,7 +250,7 @@ fn parse_key_value(arg: &str) -> Result<KeyValue<'static>, String> {
         return Err(format!("a key is TYPE:VALUE: {KEY_VALUE_FORMS}"));
     };
     let bad = |what: &str| format!("`{value}` is not {what}");
-    let kind: KeyKind = kind.parse().map_err(|e: String| {
+    let kind: KeyKind = kind.parse().map_err(|e| {
         if kind == "none" {
             "none takes no value".to_string()
         } else {
@@ -327,7 +327,11 @@ fn parse_key_field(arg: &str) -> Result<KeyField, String> {
     if parts.len() < 2 {
         return Err(format!("no type: {usage}"));
     }
-    let kind: KeyKind = parts.pop().unwrap_or_default().parse()?;
+    let kind: KeyKind = parts
+        .pop()
+        .unwrap_or_default()
+        .parse::<KeyKind>()
+        .map_err(|e| e.to_string())?;
     let name = parts.join(":");
     check_field_name(&name)?;
     let mut field = KeyField::new(leak(name), kind);
@@ -348,7 +352,10 @@ fn parse_timestamp_field(arg: &str) -> Result<(String, TimestampForm), String> {
     match arg.rsplit_once(':') {
         Some((name, form)) if form.parse::<TimestampForm>().is_ok() => {
             check_field_name(name)?;
-            Ok((name.to_string(), form.parse()?))
+            Ok((
+                name.to_string(),
+                form.parse::<TimestampForm>().map_err(|e| e.to_string())?,
+            ))
         }
         _ => {
             check_field_name(arg)?;

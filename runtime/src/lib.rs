@@ -40,6 +40,7 @@ pub use outcome::{BatchError, BatchReport, InsertOutcome, UpsertOutcome};
 pub use retry::{RetryPolicy, DEFAULT_ATTEMPT_TIMEOUT};
 pub use spec::{
     rfc3339_millis, KeyField, KeyKind, KeySpec, Rfc3339Error, SpecAudit, SpecError, TimestampForm,
+    UnknownName,
 };
 pub use stored::{HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, RESERVED_PREFIX, WRITE_FIELD};
 pub use traits::{NaturalKey, RandomId};

@@ -72,18 +72,34 @@ impl fmt::Display for KeyKind {
 }
 
 impl std::str::FromStr for KeyKind {
-    type Err = String;
+    type Err = UnknownName;
 
     /// `str`, `int`, `bool`, `bytes`, `uuid` or `objectid` (the names of the golden vectors).
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         KeyKind::ALL
             .iter()
             .find(|(n, _)| *n == s)
             .map(|(_, k)| *k)
-            .ok_or_else(|| {
-                format!("unknown key type `{s}`: use str, int, bool, bytes, uuid or objectid")
+            .ok_or_else(|| UnknownName {
+                what: "key type",
+                name: s.to_string(),
+                expected: "str, int, bool, bytes, uuid or objectid",
             })
     }
+}
+
+/// A name that is not a [`KeyKind`] or a [`TimestampForm`].
+///
+/// ```
+/// let e = "float".parse::<natural_key_runtime::KeyKind>().unwrap_err();
+/// assert_eq!(e.to_string(), "unknown key type `float`: use str, int, bool, bytes, uuid or objectid");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} `{name}`: use {expected}")]
+pub struct UnknownName {
+    what: &'static str,
+    name: String,
+    expected: &'static str,
 }
 
 /// How the timestamp field is stored: each BSON form of a type the derive accepts for
@@ -110,10 +126,10 @@ pub enum TimestampForm {
 }
 
 impl std::str::FromStr for TimestampForm {
-    type Err = String;
+    type Err = UnknownName;
 
     /// `any`, `ms`, `date`, `rfc3339` or `systemtime`.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         Ok(match s {
             "any" => TimestampForm::Any,
             "ms" => TimestampForm::Millis,
@@ -121,9 +137,11 @@ impl std::str::FromStr for TimestampForm {
             "rfc3339" => TimestampForm::Rfc3339,
             "systemtime" => TimestampForm::SystemTime,
             _ => {
-                return Err(format!(
-                    "unknown timestamp form `{s}`: use any, ms, date, rfc3339 or systemtime"
-                ))
+                return Err(UnknownName {
+                    what: "timestamp form",
+                    name: s.to_string(),
+                    expected: "any, ms, date, rfc3339 or systemtime",
+                })
             }
         })
     }
