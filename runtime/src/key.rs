@@ -350,7 +350,7 @@ pub struct KeySink {
 
 impl KeySink {
     #[inline]
-    fn new(scheme: Scheme, describe: bool) -> Self {
+    pub(crate) fn new(scheme: Scheme, describe: bool) -> Self {
         let mut hash = Sha256::new();
         if let Scheme::Default { namespace } = scheme {
             hash.update(DEFAULT_PREFIX);
@@ -368,7 +368,7 @@ impl KeySink {
     }
 
     #[inline]
-    fn finish(self) -> [u8; 32] {
+    pub(crate) fn finish(self) -> [u8; 32] {
         self.hash.finalize().into()
     }
 

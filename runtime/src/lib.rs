@@ -18,6 +18,7 @@ pub mod metrics;
 mod op;
 mod outcome;
 mod retry;
+mod spec;
 mod stored;
 mod traits;
 mod upsert;
@@ -38,6 +39,10 @@ pub use maintain::rekey::{Rekey, RekeyOutcome};
 pub use maintain::{DEFAULT_SAMPLE, LEGACY_IDS_FIELD, MOVED_TO_FIELD};
 pub use outcome::{BatchError, BatchReport, InsertOutcome, UpsertOutcome};
 pub use retry::{RetryPolicy, DEFAULT_ATTEMPT_TIMEOUT};
+pub use spec::{
+    rfc3339_millis, KeyField, KeyKind, KeySpec, Rfc3339Error, SpecAudit, SpecError, TimestampForm,
+    UnknownName,
+};
 pub use stored::{HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, RESERVED_PREFIX, WRITE_FIELD};
 pub use traits::{NaturalKey, RandomId};
 

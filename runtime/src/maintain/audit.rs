@@ -7,11 +7,11 @@ use std::future::IntoFuture;
 use bson::Bson;
 use serde::de::DeserializeOwned;
 
-use super::{classify, Groups, Seen, State, DEFAULT_SAMPLE, SCAN_BATCH};
+use super::{classify_with, Derive, Groups, Seen, State, Typed, DEFAULT_SAMPLE, SCAN_BATCH};
 use crate::batch::Progress;
 use crate::collection::Collection;
 use crate::error::{classify as classify_error, Error};
-use crate::op::Scan;
+use crate::op::{Scan, Target};
 use crate::traits::NaturalKey;
 
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
@@ -36,14 +36,16 @@ impl Finding {
     }
 }
 
-/// What [`Collection::audit`] found. `Display` is a table.
+/// What [`Collection::audit`] (or [`KeySpec::audit`](crate::KeySpec::audit)) found. `Display`
+/// is a table.
 ///
 /// ```
 /// let report = natural_key::AuditReport::default();
 /// assert!(report.is_clean());
+/// assert!(report.hash_checked);
 /// assert!(report.to_string().contains("clean"));
 /// ```
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct AuditReport {
     /// Documents read.
@@ -61,8 +63,14 @@ pub struct AuditReport {
     /// derive: a key field, usually the timestamp, edited by other code.
     pub id_drift: Finding,
     /// Documents clean but for `_nk_hash` (absent, or edited outside the library): harmless;
-    /// the next upsert rewrites it.
+    /// the next upsert rewrites it. Always empty when [`hash_checked`](Self::hash_checked) is
+    /// false.
     pub hash_drift: Finding,
+    /// Whether `_nk_hash` was compared with the content hash. Only a Rust type knows what its
+    /// hash covers: an audit by a [`KeySpec`](crate::KeySpec) cannot check it, counts documents
+    /// at their derived id with their identity as `clean` whatever their hash, and leaves
+    /// `hash_drift` empty (not checked, rather than none found).
+    pub hash_checked: bool,
     /// Identities held by two or more documents with identical content (counted once per
     /// identity): the seed's failure, a lost acknowledgement retried under a fresh id.
     pub duplicates_identical: Finding,
@@ -71,6 +79,25 @@ pub struct AuditReport {
     pub duplicates_differing: Finding,
     /// Documents beyond the first of each duplicated identity.
     pub surplus_documents: u64,
+}
+
+impl Default for AuditReport {
+    /// The report of an empty collection.
+    fn default() -> Self {
+        AuditReport {
+            scanned: 0,
+            clean: 0,
+            unreadable: Finding::default(),
+            first_unreadable: None,
+            legacy: Finding::default(),
+            id_drift: Finding::default(),
+            hash_drift: Finding::default(),
+            hash_checked: true,
+            duplicates_identical: Finding::default(),
+            duplicates_differing: Finding::default(),
+            surplus_documents: 0,
+        }
+    }
 }
 
 impl AuditReport {
@@ -106,6 +133,14 @@ impl fmt::Display for AuditReport {
         ];
         writeln!(f, "{:<22} {:>10}  sample", "finding", "count")?;
         for (name, count, sample) in rows {
+            if name == "hash drift" && !self.hash_checked {
+                writeln!(
+                    f,
+                    "{name:<22} {:>10}  not checked (needs the Rust type; clean counts any hash)",
+                    "n/a"
+                )?;
+                continue;
+            }
             let ids: Vec<String> = sample.iter().map(crate::stored::id_text).collect();
             writeln!(f, "{name:<22} {count:>10}  {}", ids.join(" "))?;
         }
@@ -176,11 +211,17 @@ where
     fn into_future(mut self) -> Self::IntoFuture {
         Box::pin(async move {
             let mut report = AuditReport::default();
-            let groups = scan(self.coll, self.sample, &mut report, |r| {
-                if let Some(p) = self.progress.as_mut() {
-                    p(r)
-                }
-            })
+            let groups = scan_with(
+                &self.coll.target,
+                &Typed::<T>::new(),
+                self.sample,
+                &mut report,
+                |r| {
+                    if let Some(p) = self.progress.as_mut() {
+                        p(r)
+                    }
+                },
+            )
             .await?;
             finish(&groups, self.sample, &mut report);
             Ok(report)
@@ -188,15 +229,28 @@ where
     }
 }
 
-/// One scan: every document classified into `report`, every identity into the groups.
+/// One scan of a `T` collection: every document classified into `report`, every identity into
+/// the groups.
 pub(crate) async fn scan<T: NaturalKey + DeserializeOwned + Send + Sync>(
     coll: &Collection<T>,
     sample: usize,
     report: &mut AuditReport,
+    progress: impl FnMut(&AuditReport) + Send,
+) -> Result<Groups, Error> {
+    scan_with(&coll.target, &Typed::<T>::new(), sample, report, progress).await
+}
+
+/// One scan, the documents read by `key`.
+pub(crate) async fn scan_with<K: Derive + Sync>(
+    target: &Target,
+    key: &K,
+    sample: usize,
+    report: &mut AuditReport,
     mut progress: impl FnMut(&AuditReport) + Send,
 ) -> Result<Groups, Error> {
+    report.hash_checked = K::CHECKS_HASH;
     let mut groups = Groups::default();
-    let mut scan = Scan::open(&coll.target, bson::RawDocumentBuf::new(), None, SCAN_BATCH)
+    let mut scan = Scan::open(target, bson::RawDocumentBuf::new(), None, SCAN_BATCH)
         .await
         .map_err(classify_error)?;
     loop {
@@ -206,7 +260,7 @@ pub(crate) async fn scan<T: NaturalKey + DeserializeOwned + Send + Sync>(
         }
         for stored in batch {
             report.scanned += 1;
-            match classify::<T>(stored) {
+            match classify_with(key, stored) {
                 Seen::Unreadable { id, message } => {
                     report.unreadable.note(&id, sample);
                     report.first_unreadable.get_or_insert(message);

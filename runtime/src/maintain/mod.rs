@@ -77,51 +77,99 @@ impl State {
     }
 }
 
+/// What a stored document's own fields derive: the one step of a scan that depends on how
+/// the key is known. A Rust type ([`Typed`]) reads the document as `T`; a
+/// [`KeySpec`](crate::KeySpec) reads the BSON fields it names. Everything after this step —
+/// the state, the groups, the report — is shared.
+pub(crate) trait Derive {
+    /// What adopt hands its policy (`T`, or nothing).
+    type Doc;
+    /// Whether [`hash_current`](Derive::hash_current) can tell a stale `_nk_hash`: only the
+    /// Rust type knows what its content hash covers.
+    const CHECKS_HASH: bool;
+    /// The document read, its identity digest, the id it derives and a hash of its content
+    /// (what tells identical duplicates from differing ones); `Err` says why it cannot be read.
+    fn derive(&self, stored: &RawDocumentBuf) -> Result<Derived<Self::Doc>, String>;
+    /// Whether the stored `_nk_hash` text is this document's content hash.
+    fn hash_current(&self, derived: &Derived<Self::Doc>, stored_hash: &str) -> bool;
+}
+
+pub(crate) struct Derived<D> {
+    pub(crate) doc: D,
+    pub(crate) identity: [u8; 32],
+    pub(crate) derived: Ulid,
+    pub(crate) hash: ContentHash,
+}
+
+/// The key of a `#[derive(NaturalKey)]` type.
+pub(crate) struct Typed<T>(std::marker::PhantomData<fn() -> T>);
+
+impl<T> Typed<T> {
+    pub(crate) fn new() -> Self {
+        Typed(std::marker::PhantomData)
+    }
+}
+
+impl<T: NaturalKey + DeserializeOwned> Derive for Typed<T> {
+    type Doc = T;
+    const CHECKS_HASH: bool = true;
+
+    fn derive(&self, stored: &RawDocumentBuf) -> Result<Derived<T>, String> {
+        let doc: T = bson::from_slice(stored.as_bytes()).map_err(|e| e.to_string())?;
+        let derived = (|| {
+            let digest = crate::key::identity_digest(&doc)?;
+            let derived = crate::key::ulid_from(doc.__timestamp_ms()?, &digest);
+            let hash = doc.content_hash()?;
+            Ok::<_, crate::Error>((digest, derived, hash))
+        })();
+        let (identity, derived, hash) = derived.map_err(|e| e.to_string())?;
+        Ok(Derived {
+            doc,
+            identity,
+            derived,
+            hash,
+        })
+    }
+
+    fn hash_current(&self, d: &Derived<T>, stored_hash: &str) -> bool {
+        let v1 = || d.doc.__content_hash_v1().map(|h| h.to_string());
+        same_content(stored_hash, &d.hash.to_string(), v1)
+    }
+}
+
 /// Reads one stored document as `T` and derives what it should be.
 pub(crate) fn classify<T: NaturalKey + DeserializeOwned>(stored: RawDocumentBuf) -> Seen<T> {
+    classify_with(&Typed::<T>::new(), stored)
+}
+
+/// Reads one stored document by `key` and derives what it should be.
+pub(crate) fn classify_with<K: Derive>(key: &K, stored: RawDocumentBuf) -> Seen<K::Doc> {
     let id = field(&stored, "_id").unwrap_or(Bson::Null);
-    let doc: T = match bson::from_slice(stored.as_bytes()) {
-        Ok(doc) => doc,
-        Err(e) => {
-            return Seen::Unreadable {
-                id,
-                message: e.to_string(),
-            }
-        }
-    };
-    let derived = (|| {
-        let digest = crate::key::identity_digest(&doc)?;
-        let derived = crate::key::ulid_from(doc.__timestamp_ms()?, &digest);
-        let hash = doc.content_hash()?;
-        Ok::<_, crate::Error>((digest, derived, hash))
-    })();
-    let (identity, derived, hash) = match derived {
+    let d = match key.derive(&stored) {
         Ok(d) => d,
-        Err(e) => {
-            return Seen::Unreadable {
-                id,
-                message: e.to_string(),
-            }
-        }
+        Err(message) => return Seen::Unreadable { id, message },
     };
-    let identity_text = ContentHash(identity).to_string();
+    let identity_text = ContentHash(d.identity).to_string();
     let state = match stored.get(IDENTITY_FIELD).ok().flatten() {
         None => State::Legacy,
-        Some(s) if s.as_str() == Some(identity_text.as_str()) && id_is(&id, derived) => {
-            let v1 = || doc.__content_hash_v1().map(|h| h.to_string());
-            match stored.get_str(HASH_FIELD) {
-                Ok(h) if same_content(h, &hash.to_string(), v1) => State::Clean,
-                _ => State::HashDrift,
+        Some(s) if s.as_str() == Some(identity_text.as_str()) && id_is(&id, d.derived) => {
+            if !K::CHECKS_HASH {
+                State::Clean
+            } else {
+                match stored.get_str(HASH_FIELD) {
+                    Ok(h) if key.hash_current(&d, h) => State::Clean,
+                    _ => State::HashDrift,
+                }
             }
         }
         Some(_) => State::IdDrift,
     };
     Seen::Read(Read {
         id,
-        doc,
-        identity,
-        derived,
-        hash,
+        doc: d.doc,
+        identity: d.identity,
+        derived: d.derived,
+        hash: d.hash,
         state,
         stored,
     })

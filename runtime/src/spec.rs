@@ -1,0 +1,774 @@
+//! [`KeySpec`]: a natural key described at run time — which stored BSON fields are the
+//! identity keys and which is the timestamp — for documents without a Rust type at hand (the
+//! `natural-key` command line). It derives what `#[derive(NaturalKey)]` derives from the same
+//! fields, through the same [`KeySink`](crate::key::KeySink), and audits through the same scan.
+
+use std::fmt;
+use std::future::IntoFuture;
+
+use bson::spec::BinarySubtype;
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use ulid::Ulid;
+
+use crate::batch::Progress;
+use crate::content::ContentHash;
+use crate::error::{Error, KeyError};
+use crate::key::{check_timestamp, ulid_from, KeySink, KeyValue, Normalize, Scheme};
+use crate::maintain::audit::{finish, scan_with, AuditReport};
+use crate::maintain::{Derive, Derived, DEFAULT_SAMPLE};
+use crate::op::Target;
+use crate::stored::RESERVED_PREFIX;
+
+type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// The type of an identity key field, as the derive's key types are stored in BSON
+/// (docs/id-scheme.md, "Key values").
+///
+/// ```
+/// use natural_key_runtime::KeyKind;
+/// assert_eq!("uuid".parse::<KeyKind>(), Ok(KeyKind::Uuid));
+/// assert_eq!(KeyKind::ObjectId.to_string(), "objectid");
+/// assert!("float".parse::<KeyKind>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyKind {
+    /// `str`: a BSON string (`String`, `&str`, `char` fields).
+    Str,
+    /// `int`: a BSON int32 or int64 (every integer key type).
+    Int,
+    /// `bool`: a BSON boolean.
+    Bool,
+    /// `bytes`: a generic BSON binary, or an array of integers 0..=255 (how serde stores a
+    /// `Box<[u8]>`).
+    Bytes,
+    /// `uuid`: a 16-byte BSON binary of subtype 4 or 0 (a `bson::Uuid`, a `uuid::Uuid`), or its
+    /// hyphenated text. A legacy subtype-3 UUID is refused: its byte order is not known.
+    Uuid,
+    /// `objectid`: a BSON ObjectId.
+    ObjectId,
+}
+
+impl KeyKind {
+    const ALL: [(&'static str, KeyKind); 6] = [
+        ("str", KeyKind::Str),
+        ("int", KeyKind::Int),
+        ("bool", KeyKind::Bool),
+        ("bytes", KeyKind::Bytes),
+        ("uuid", KeyKind::Uuid),
+        ("objectid", KeyKind::ObjectId),
+    ];
+}
+
+impl fmt::Display for KeyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = KeyKind::ALL
+            .iter()
+            .find(|(_, k)| k == self)
+            .map(|(n, _)| *n);
+        f.write_str(name.unwrap_or("?"))
+    }
+}
+
+impl std::str::FromStr for KeyKind {
+    type Err = UnknownName;
+
+    /// `str`, `int`, `bool`, `bytes`, `uuid` or `objectid` (the names of the golden vectors).
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        KeyKind::ALL
+            .iter()
+            .find(|(n, _)| *n == s)
+            .map(|(_, k)| *k)
+            .ok_or_else(|| UnknownName {
+                what: "key type",
+                name: s.to_string(),
+                expected: "str, int, bool, bytes, uuid or objectid",
+            })
+    }
+}
+
+/// A name that is not a [`KeyKind`] or a [`TimestampForm`].
+///
+/// ```
+/// let e = "float".parse::<natural_key_runtime::KeyKind>().unwrap_err();
+/// assert_eq!(e.to_string(), "unknown key type `float`: use str, int, bool, bytes, uuid or objectid");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} `{name}`: use {expected}")]
+pub struct UnknownName {
+    what: &'static str,
+    name: String,
+    expected: &'static str,
+}
+
+/// How the timestamp field is stored: each BSON form of a type the derive accepts for
+/// `#[key(timestamp)]`.
+///
+/// ```
+/// use natural_key_runtime::TimestampForm;
+/// assert_eq!("date".parse::<TimestampForm>(), Ok(TimestampForm::Date));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum TimestampForm {
+    /// Any of the forms below, told apart by the BSON type.
+    #[default]
+    Any,
+    /// `ms`: Unix milliseconds as int32 or int64 (`i64`, `u64`, `i32`, `u32` fields).
+    Millis,
+    /// `date`: a BSON date (`bson::DateTime`).
+    Date,
+    /// `rfc3339`: RFC 3339 text (`chrono::DateTime`, `jiff::Timestamp`), floored to the ms.
+    Rfc3339,
+    /// `systemtime`: `{secs_since_epoch, nanos_since_epoch}` (`std::time::SystemTime`).
+    SystemTime,
+}
+
+impl std::str::FromStr for TimestampForm {
+    type Err = UnknownName;
+
+    /// `any`, `ms`, `date`, `rfc3339` or `systemtime`.
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        Ok(match s {
+            "any" => TimestampForm::Any,
+            "ms" => TimestampForm::Millis,
+            "date" => TimestampForm::Date,
+            "rfc3339" => TimestampForm::Rfc3339,
+            "systemtime" => TimestampForm::SystemTime,
+            _ => {
+                return Err(UnknownName {
+                    what: "timestamp form",
+                    name: s.to_string(),
+                    expected: "any, ms, date, rfc3339 or systemtime",
+                })
+            }
+        })
+    }
+}
+
+/// One identity key field of a [`KeySpec`], with the derive's per-field options.
+///
+/// ```
+/// use natural_key_runtime::{KeyField, KeyKind};
+/// // #[key(lowercase)] lang: Option<String>
+/// let lang = KeyField::new("lang", KeyKind::Str).lowercase().optional();
+/// assert_eq!(lang.name(), "lang");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyField {
+    name: &'static str,
+    kind: KeyKind,
+    normalize: Normalize,
+    optional: bool,
+}
+
+impl KeyField {
+    /// A required field `name` of type `kind`.
+    pub fn new(name: &'static str, kind: KeyKind) -> Self {
+        KeyField {
+            name,
+            kind,
+            normalize: Normalize::NONE,
+            optional: false,
+        }
+    }
+
+    /// `#[key(lowercase)]`: Unicode lowercase before hashing (text only).
+    pub fn lowercase(mut self) -> Self {
+        self.normalize.lowercase = true;
+        self
+    }
+
+    /// `#[key(nfc)]`: Unicode NFC before hashing, after any lowercase (text only).
+    pub fn nfc(mut self) -> Self {
+        self.normalize.nfc = true;
+        self
+    }
+
+    /// An `Option` field: absent or `null` is the key `None`.
+    pub fn optional(mut self) -> Self {
+        self.optional = true;
+        self
+    }
+
+    /// The stored field name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+/// A natural key described at run time: the scheme, the identity key fields in declaration
+/// order, and the timestamp field — what `#[derive(NaturalKey)]` declares on a struct, for
+/// documents read as BSON. [`derive`](KeySpec::derive) gives the id and identity a stored
+/// document's fields derive, exactly as the derived type would (same [`Scheme`], same key
+/// values, same normalization); [`audit`](KeySpec::audit) audits a collection with it.
+///
+/// Names and the scheme are `&'static str`, as in the derive and in [`KeyError`]; a program
+/// that reads them at run time leaks them once (`Box::leak`), as the `natural-key` binary does.
+///
+/// ```
+/// use natural_key_runtime::{KeyField, KeyKind, KeySpec, Scheme};
+/// let spec = KeySpec::new(Scheme::Default { namespace: "" }, "published_at")
+///     .key(KeyField::new("slug", KeyKind::Str))
+///     .key(KeyField::new("lang", KeyKind::Str));
+/// let doc = bson::rawdoc! { "slug": "hello-world", "lang": "en", "published_at": 1_700_000_000_000i64 };
+/// let (id, identity) = spec.derive(&doc)?;
+/// assert_eq!(id.to_string(), "01HF7YAT00EGYGDZ2RBKJ019EA");
+/// assert_eq!(identity.to_string(), "743d06fc585ce400a5ca0866fb38437dc9686081cbf0db2c12010d3fd62caf82");
+///
+/// let missing = bson::rawdoc! { "slug": "hello-world", "published_at": 1_700_000_000_000i64 };
+/// assert_eq!(spec.derive(&missing).unwrap_err().to_string(), "field `lang` is missing");
+/// # Ok::<(), natural_key_runtime::SpecError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeySpec {
+    scheme: Scheme,
+    keys: Vec<KeyField>,
+    timestamp: &'static str,
+    form: TimestampForm,
+    skip_hash: Vec<&'static str>,
+}
+
+/// Why a stored document gives no id under a [`KeySpec`]. An audit counts such a document as
+/// unreadable and reports the first message.
+///
+/// ```
+/// use natural_key_runtime::SpecError;
+/// let e = SpecError::WrongType { field: "lang", expected: "a string", found: "int32" };
+/// assert_eq!(e.to_string(), "field `lang` is int32, expected a string");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// A key or timestamp field is absent (or `null` for a key not marked optional).
+    #[error("field `{field}` is missing")]
+    Missing {
+        /// The stored field name.
+        field: &'static str,
+    },
+    /// A field holds another BSON type than its spec says.
+    #[error("field `{field}` is {found}, expected {expected}")]
+    WrongType {
+        /// The stored field name.
+        field: &'static str,
+        /// What the spec reads there.
+        expected: &'static str,
+        /// The BSON type found (or what is wrong with the value).
+        found: &'static str,
+    },
+    /// The timestamp's text or parts are not an instant.
+    #[error("timestamp field `{field}`: {message}")]
+    BadTimestamp {
+        /// The stored field name.
+        field: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The spec has no identity key field: every document would share one identity
+    /// (docs/id-scheme.md, "Key fields").
+    #[error(
+        "the key spec names no identity key field: name the fields that say which document this is"
+    )]
+    NoIdentityKey,
+    /// The values give no id (a NUL in a text key, a timestamp outside the ULID range).
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+impl KeySpec {
+    /// A spec with no identity key yet; add them with [`key`](KeySpec::key), in declaration
+    /// order. `timestamp` is the `#[key(timestamp)]` field.
+    pub fn new(scheme: Scheme, timestamp: &'static str) -> Self {
+        KeySpec {
+            scheme,
+            keys: Vec::new(),
+            timestamp,
+            form: TimestampForm::Any,
+            skip_hash: Vec::new(),
+        }
+    }
+
+    /// Adds the next identity key field.
+    pub fn key(mut self, field: KeyField) -> Self {
+        self.keys.push(field);
+        self
+    }
+
+    /// Reads the timestamp in this form only (default [`TimestampForm::Any`]).
+    pub fn timestamp_form(mut self, form: TimestampForm) -> Self {
+        self.form = form;
+        self
+    }
+
+    /// A `#[natural_key(skip_hash)]` field: left out when an audit compares the content of
+    /// duplicates.
+    pub fn skip_hash(mut self, field: &'static str) -> Self {
+        self.skip_hash.push(field);
+        self
+    }
+
+    /// The identity key fields, in order.
+    pub fn keys(&self) -> &[KeyField] {
+        &self.keys
+    }
+
+    /// The timestamp field.
+    pub fn timestamp(&self) -> &'static str {
+        self.timestamp
+    }
+
+    /// The id and identity (`_nk_identity`, as hex through `Display`) that `doc`'s fields
+    /// derive. A spec without identity keys derives nothing ([`SpecError::NoIdentityKey`]),
+    /// as the derive refuses such a type.
+    pub fn derive(&self, doc: &RawDocument) -> Result<(Ulid, ContentHash), SpecError> {
+        if self.keys.is_empty() {
+            return Err(SpecError::NoIdentityKey);
+        }
+        let mut sink = KeySink::new(self.scheme, false);
+        for k in &self.keys {
+            let v = key_value(k, doc)?;
+            sink.part(k.name, &v, k.normalize)?;
+        }
+        let identity = sink.finish();
+        let ms = check_timestamp(self.timestamp, self.timestamp_ms(doc)?)?;
+        Ok((ulid_from(ms, &identity), ContentHash(identity)))
+    }
+
+    fn timestamp_ms(&self, doc: &RawDocument) -> Result<i128, SpecError> {
+        let field = self.timestamp;
+        let value = get(doc, field)?.ok_or(SpecError::Missing { field })?;
+        let wrong = |expected| SpecError::WrongType {
+            field,
+            expected,
+            found: type_name(&value),
+        };
+        let form = self.form;
+        let allows = |f: TimestampForm| form == TimestampForm::Any || form == f;
+        match value {
+            RawBsonRef::Int32(ms) if allows(TimestampForm::Millis) => Ok(ms.into()),
+            RawBsonRef::Int64(ms) if allows(TimestampForm::Millis) => Ok(ms.into()),
+            RawBsonRef::DateTime(d) if allows(TimestampForm::Date) => {
+                Ok(d.timestamp_millis().into())
+            }
+            RawBsonRef::String(s) if allows(TimestampForm::Rfc3339) => {
+                rfc3339_millis(s).map_err(|e| SpecError::BadTimestamp {
+                    field,
+                    message: e.to_string(),
+                })
+            }
+            RawBsonRef::Document(d) if allows(TimestampForm::SystemTime) => system_time(d)
+                .ok_or_else(|| SpecError::BadTimestamp {
+                    field,
+                    message: "a document that is not {secs_since_epoch, nanos_since_epoch}".into(),
+                }),
+            _ => Err(wrong(match form {
+                TimestampForm::Any => {
+                    "Unix ms (int), a date, RFC 3339 text or {secs_since_epoch, nanos_since_epoch}"
+                }
+                TimestampForm::Millis => "Unix ms (int32 or int64)",
+                TimestampForm::Date => "a date",
+                TimestampForm::Rfc3339 => "RFC 3339 text",
+                TimestampForm::SystemTime => "{secs_since_epoch, nanos_since_epoch}",
+            })),
+        }
+    }
+
+    /// Audits the collection (`coll`'s namespace, on its client) with this spec: the same
+    /// scan and report as [`Collection::audit`](crate::Collection::audit), but with
+    /// [`AuditReport::hash_checked`] false. Writes nothing.
+    ///
+    /// ```no_run
+    /// # use natural_key_runtime::{KeyField, KeyKind, KeySpec, Scheme};
+    /// # async fn f(db: mongodb::Database) -> Result<(), natural_key_runtime::Error> {
+    /// let spec = KeySpec::new(Scheme::Joined { separator: ":" }, "published_at")
+    ///     .key(KeyField::new("slug", KeyKind::Str))
+    ///     .key(KeyField::new("lang", KeyKind::Str).lowercase());
+    /// let report = spec.audit(&db.collection::<bson::Document>("posts")).sample(3).await?;
+    /// println!("{report}");
+    /// # Ok(()) }
+    /// ```
+    pub fn audit<C: Send + Sync>(&self, coll: &mongodb::Collection<C>) -> SpecAudit<'_> {
+        let ns = coll.namespace();
+        SpecAudit {
+            spec: self,
+            client: coll.client().clone(),
+            db: ns.db,
+            name: ns.coll,
+            sample: DEFAULT_SAMPLE,
+            progress: None,
+        }
+    }
+
+    fn content(&self, doc: &RawDocument) -> Result<ContentHash, String> {
+        crate::content::canonical_hash(&Content { spec: self, doc }).map_err(|e| e.to_string())
+    }
+}
+
+/// The stored fields an audit compares duplicates by: all but `_id`, natural-key's own and the
+/// spec's skip_hash fields, as a map (so their order does not matter).
+struct Content<'a> {
+    spec: &'a KeySpec,
+    doc: &'a RawDocument,
+}
+
+impl Serialize for Content<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::Error as _;
+        let mut map = s.serialize_map(None)?;
+        for entry in self.doc {
+            let (name, value) = entry.map_err(S::Error::custom)?;
+            if name == "_id"
+                || name.starts_with(RESERVED_PREFIX)
+                || self.spec.skip_hash.contains(&name)
+            {
+                continue;
+            }
+            let value = bson::Bson::try_from(value.to_raw_bson()).map_err(S::Error::custom)?;
+            map.serialize_entry(name, &value)?;
+        }
+        map.end()
+    }
+}
+
+impl Derive for KeySpec {
+    type Doc = ();
+    const CHECKS_HASH: bool = false;
+
+    fn derive(&self, stored: &RawDocumentBuf) -> Result<Derived<()>, String> {
+        let (id, identity) = KeySpec::derive(self, stored).map_err(|e| e.to_string())?;
+        Ok(Derived {
+            doc: (),
+            identity: identity.0,
+            derived: id,
+            hash: self.content(stored)?,
+        })
+    }
+
+    fn hash_current(&self, _: &Derived<()>, _: &str) -> bool {
+        true
+    }
+}
+
+fn get<'a>(doc: &'a RawDocument, field: &'static str) -> Result<Option<RawBsonRef<'a>>, SpecError> {
+    doc.get(field).map_err(|_| SpecError::WrongType {
+        field,
+        expected: "a readable BSON value",
+        found: "malformed BSON",
+    })
+}
+
+fn key_value<'a>(k: &KeyField, doc: &'a RawDocument) -> Result<KeyValue<'a>, SpecError> {
+    let field = k.name;
+    let value = match get(doc, field)? {
+        None | Some(RawBsonRef::Null) if k.optional => return Ok(KeyValue::None),
+        None | Some(RawBsonRef::Null) => return Err(SpecError::Missing { field }),
+        Some(v) => v,
+    };
+    let wrong = |expected| SpecError::WrongType {
+        field,
+        expected,
+        found: type_name(&value),
+    };
+    Ok(match (k.kind, value) {
+        (KeyKind::Str, RawBsonRef::String(s)) => KeyValue::Str(s.into()),
+        (KeyKind::Str, _) => return Err(wrong("a string")),
+        (KeyKind::Int, RawBsonRef::Int32(i)) => KeyValue::Int(i.into()),
+        (KeyKind::Int, RawBsonRef::Int64(i)) => KeyValue::Int(i.into()),
+        (KeyKind::Int, _) => return Err(wrong("an int32 or int64")),
+        (KeyKind::Bool, RawBsonRef::Boolean(b)) => KeyValue::Bool(b),
+        (KeyKind::Bool, _) => return Err(wrong("a boolean")),
+        (KeyKind::Bytes, RawBsonRef::Binary(b)) if b.subtype == BinarySubtype::Generic => {
+            KeyValue::Bytes(b.bytes.into())
+        }
+        (KeyKind::Bytes, RawBsonRef::Array(a)) => {
+            let mut bytes = Vec::new();
+            for v in a {
+                let byte = match v {
+                    Ok(RawBsonRef::Int32(i)) => u8::try_from(i).ok(),
+                    Ok(RawBsonRef::Int64(i)) => u8::try_from(i).ok(),
+                    _ => None,
+                };
+                bytes.push(byte.ok_or(SpecError::WrongType {
+                    field,
+                    expected: "binary or an array of integers 0..=255",
+                    found: "an array holding something else",
+                })?);
+            }
+            KeyValue::Bytes(bytes.into())
+        }
+        (KeyKind::Bytes, _) => return Err(wrong("binary or an array of integers 0..=255")),
+        (KeyKind::Uuid, RawBsonRef::Binary(b))
+            if matches!(b.subtype, BinarySubtype::Uuid | BinarySubtype::Generic) =>
+        {
+            KeyValue::Uuid(b.bytes.try_into().map_err(|_| SpecError::WrongType {
+                field,
+                expected: "a UUID of 16 bytes",
+                found: "binary of another length",
+            })?)
+        }
+        (KeyKind::Uuid, RawBsonRef::String(s)) => match uuid::Uuid::try_parse(s) {
+            Ok(u) if s.len() == 36 => KeyValue::Uuid(*u.as_bytes()),
+            _ => return Err(wrong("a UUID (binary, or hyphenated text)")),
+        },
+        (KeyKind::Uuid, _) => return Err(wrong("a UUID (binary subtype 4, or hyphenated text)")),
+        (KeyKind::ObjectId, RawBsonRef::ObjectId(o)) => KeyValue::ObjectId(o.bytes()),
+        (KeyKind::ObjectId, _) => return Err(wrong("an ObjectId")),
+    })
+}
+
+/// A `SystemTime` as serde stores it, floored to the millisecond.
+fn system_time(d: &RawDocument) -> Option<i128> {
+    let int = |name| match d.get(name).ok()?? {
+        RawBsonRef::Int32(i) => Some(i128::from(i)),
+        RawBsonRef::Int64(i) => Some(i128::from(i)),
+        _ => None,
+    };
+    let (secs, nanos) = (int("secs_since_epoch")?, int("nanos_since_epoch")?);
+    if d.into_iter().count() != 2 || secs < 0 || !(0..1_000_000_000).contains(&nanos) {
+        return None;
+    }
+    Some(secs * 1000 + nanos / 1_000_000)
+}
+
+fn type_name(v: &RawBsonRef<'_>) -> &'static str {
+    match v {
+        RawBsonRef::Double(_) => "a double",
+        RawBsonRef::String(_) => "a string",
+        RawBsonRef::Array(_) => "an array",
+        RawBsonRef::Document(_) => "a document",
+        RawBsonRef::Boolean(_) => "a boolean",
+        RawBsonRef::Null => "null",
+        RawBsonRef::Int32(_) => "int32",
+        RawBsonRef::Int64(_) => "int64",
+        RawBsonRef::DateTime(_) => "a date",
+        RawBsonRef::ObjectId(_) => "an ObjectId",
+        RawBsonRef::Binary(b) if b.subtype == BinarySubtype::UuidOld => "a legacy UUID (subtype 3)",
+        RawBsonRef::Binary(_) => "binary",
+        RawBsonRef::Decimal128(_) => "a decimal128",
+        RawBsonRef::Timestamp(_) => "a BSON timestamp",
+        _ => "another BSON type",
+    }
+}
+
+/// Why a text is not an RFC 3339 date-time.
+///
+/// ```
+/// assert!(natural_key_runtime::rfc3339_millis("2024-02-30T00:00:00Z").is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}` is not an RFC 3339 date-time ({problem}); write e.g. 2024-03-01T09:30:00.123Z")]
+pub struct Rfc3339Error {
+    text: String,
+    problem: &'static str,
+}
+
+/// The instant of an RFC 3339 date-time (`2024-03-01T09:30:00.123Z`, `...+02:00`) in Unix
+/// milliseconds, fraction floored as for every timestamp key (docs/id-scheme.md). `T` may be
+/// `t` or a space; the offset is `Z`, `z` or `±hh:mm`; a leap second (`:60`) is refused.
+///
+/// ```
+/// use natural_key_runtime::rfc3339_millis;
+/// assert_eq!(rfc3339_millis("2023-11-14T22:13:20Z"), Ok(1_700_000_000_000));
+/// assert_eq!(rfc3339_millis("2023-11-14T23:13:20.1239+01:00"), Ok(1_700_000_000_123));
+/// assert_eq!(rfc3339_millis("1969-12-31T23:59:59.9995Z"), Ok(-1)); // floored, not truncated
+/// ```
+pub fn rfc3339_millis(text: &str) -> Result<i128, Rfc3339Error> {
+    let err = |problem| Rfc3339Error {
+        text: text.to_string(),
+        problem,
+    };
+    let b = text.as_bytes();
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        let digits = b.get(range)?;
+        digits.iter().all(u8::is_ascii_digit).then(|| {
+            digits
+                .iter()
+                .fold(0i64, |n, d| n * 10 + i64::from(d - b'0'))
+        })
+    };
+    let at = |i: usize, c: &[u8]| b.get(i).is_some_and(|x| c.contains(x));
+    if b.len() < 20
+        || !at(4, b"-")
+        || !at(7, b"-")
+        || !at(10, b"Tt ")
+        || !at(13, b":")
+        || !at(16, b":")
+    {
+        return Err(err("not YYYY-MM-DDThh:mm:ss"));
+    }
+    let (Some(year), Some(month), Some(day), Some(hour), Some(minute), Some(second)) = (
+        num(0..4),
+        num(5..7),
+        num(8..10),
+        num(11..13),
+        num(14..16),
+        num(17..19),
+    ) else {
+        return Err(err("not YYYY-MM-DDThh:mm:ss"));
+    };
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days_in_month = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return Err(err("month out of range")),
+    };
+    if !(1..=days_in_month).contains(&day) {
+        return Err(err("day out of range"));
+    }
+    if hour > 23 || minute > 59 || second > 59 {
+        return Err(err("time out of range (leap seconds are not taken)"));
+    }
+    let mut i = 19;
+    let mut nanos: i64 = 0;
+    if at(i, b".") {
+        let start = i + 1;
+        i = start;
+        while at(i, b"0123456789") {
+            if i - start < 9 {
+                nanos = nanos * 10 + i64::from(b[i] - b'0');
+            }
+            i += 1;
+        }
+        if i == start {
+            return Err(err("no digits after `.`"));
+        }
+        for _ in (i - start)..9 {
+            nanos *= 10;
+        }
+    }
+    let offset_minutes = match b.get(i..) {
+        Some(b"Z" | b"z") => 0,
+        Some([sign @ (b'+' | b'-'), ..]) if b.len() == i + 6 && at(i + 3, b":") => {
+            let (Some(h), Some(m)) = (num(i + 1..i + 3), num(i + 4..i + 6)) else {
+                return Err(err("bad offset"));
+            };
+            if h > 23 || m > 59 {
+                return Err(err("offset out of range"));
+            }
+            if *sign == b'+' {
+                h * 60 + m
+            } else {
+                -(h * 60 + m)
+            }
+        }
+        _ => return Err(err("no offset: end with Z or ±hh:mm")),
+    };
+    // Days from the civil date (H. Hinnant's algorithm), proleptic Gregorian.
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
+    let total_nanos = i128::from(secs) * 1_000_000_000 + i128::from(nanos);
+    Ok(total_nanos.div_euclid(1_000_000))
+}
+
+/// Builder returned by [`KeySpec::audit`]; `.await` it.
+#[must_use = "an audit does nothing until awaited"]
+pub struct SpecAudit<'a> {
+    spec: &'a KeySpec,
+    client: mongodb::Client,
+    db: String,
+    name: String,
+    sample: usize,
+    progress: Option<Progress<'a, AuditReport>>,
+}
+
+impl<'a> SpecAudit<'a> {
+    /// How many ids to keep per finding (default [`DEFAULT_SAMPLE`]).
+    pub fn sample(mut self, n: usize) -> Self {
+        self.sample = n;
+        self
+    }
+
+    /// Called with the running report after each batch read.
+    pub fn on_progress(mut self, f: impl FnMut(&AuditReport) + Send + 'a) -> Self {
+        self.progress = Some(Box::new(f));
+        self
+    }
+}
+
+impl<'a> IntoFuture for SpecAudit<'a> {
+    type Output = Result<AuditReport, Error>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(mut self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let deployment = crate::Deployment::detect(&self.client).await?;
+            let target = Target {
+                db: self.client.database(&self.db),
+                namespace: format!("{}.{}", self.db, self.name),
+                name: self.name,
+                write_concern: None,
+                sharded: deployment.is_sharded(),
+                deployment,
+            };
+            let mut report = AuditReport::default();
+            let groups = scan_with(&target, self.spec, self.sample, &mut report, |r| {
+                if let Some(p) = self.progress.as_mut() {
+                    p(r)
+                }
+            })
+            .await?;
+            finish(&groups, self.sample, &mut report);
+            Ok(report)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_agrees_with_bson_on_instants_after_the_epoch() {
+        for text in [
+            "1970-01-01T00:00:00Z",
+            "2000-02-29T12:00:00.5Z",
+            "2023-11-14T22:13:20.123456789Z",
+            "2024-03-01T09:30:00.123+05:30",
+            "2024-03-01t09:30:00.123-08:00",
+            "2100-12-31T23:59:59.999Z",
+            "9999-12-31T23:59:59.999Z",
+        ] {
+            let ours = rfc3339_millis(text).unwrap();
+            let theirs = bson::DateTime::parse_rfc3339_str(text).unwrap();
+            assert_eq!(ours, i128::from(theirs.timestamp_millis()), "{text}");
+        }
+    }
+
+    #[test]
+    fn rfc3339_refuses_what_is_not_one() {
+        for text in [
+            "",
+            "2024-03-01",
+            "2024-03-01T09:30:00",
+            "2024-13-01T00:00:00Z",
+            "2023-02-29T00:00:00Z",
+            "2024-03-01T24:00:00Z",
+            "2024-03-01T23:59:60Z",
+            "2024-03-01T09:30:00.Z",
+            "2024-03-01T09:30:00+0100",
+            "2024-03-01T09:30:00Zjunk",
+            "+024-03-01T09:30:00Z",
+        ] {
+            assert!(rfc3339_millis(text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn system_time_is_floored_and_strict() {
+        let d = bson::rawdoc! { "secs_since_epoch": 1_700_000_000i64, "nanos_since_epoch": 123_999_999 };
+        assert_eq!(system_time(&d), Some(1_700_000_000_123));
+        let d = bson::rawdoc! { "secs_since_epoch": 1, "nanos_since_epoch": 1_000_000_000 };
+        assert_eq!(system_time(&d), None);
+        let d = bson::rawdoc! { "secs_since_epoch": 1 };
+        assert_eq!(system_time(&d), None);
+    }
+}
