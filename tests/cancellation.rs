@@ -54,14 +54,6 @@ fn cancels() -> usize {
 const CALL: usize = 12;
 const BATCH: usize = 4;
 
-fn next(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// What the client has in flight: the last command started and not yet answered.
 #[derive(Clone, Default)]
 struct InFlight(Arc<Mutex<Option<String>>>);
@@ -142,7 +134,11 @@ async fn assert_well_formed(db: &Database, k: usize) -> Vec<Post> {
     for d in stored(db, &format!("posts_{k}")).await {
         let p: Post = natural_key::bson::from_document(d.clone())
             .unwrap_or_else(|e| panic!("call {k}: half-written {d}: {e}"));
-        assert_eq!(d.get_str("_id").unwrap(), p.id().unwrap().to_string(), "{d}");
+        assert_eq!(
+            d.get_str("_id").unwrap(),
+            p.id().unwrap().to_string(),
+            "{d}"
+        );
         assert_eq!(
             d.get_str(IDENTITY_FIELD).unwrap(),
             p.identity().unwrap().to_string(),
@@ -153,7 +149,11 @@ async fn assert_well_formed(db: &Database, k: usize) -> Vec<Post> {
             p.content_hash().unwrap().to_string(),
             "a stored hash that is not its body's: {d}"
         );
-        assert!(seen.insert(p.slug.clone(), ()).is_none(), "{} twice", p.slug);
+        assert!(
+            seen.insert(p.slug.clone(), ()).is_none(),
+            "{} twice",
+            p.slug
+        );
         out.push(p);
     }
     out
@@ -210,7 +210,7 @@ async fn cancel_upserts(kind: Kind, seed: u64) -> BTreeMap<&'static str, usize> 
     let mut landed: BTreeMap<&'static str, usize> = BTreeMap::new();
     for k in 0..cancels() {
         let (coll, all) = open(k).await;
-        let delay = window.mul_f64((next(&mut rng) % 10_000) as f64 / 10_000.0);
+        let delay = window.mul_f64((support::child::next(&mut rng) % 10_000) as f64 / 10_000.0);
         let at = match tokio::time::timeout(delay, write(coll.clone(), all.clone())).await {
             Ok(()) => "after the end",
             Err(_) => flight.now(),
@@ -231,13 +231,19 @@ async fn cancel_upserts(kind: Kind, seed: u64) -> BTreeMap<&'static str, usize> 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dropped_upsert_leaves_nothing_to_misread() {
     let landed = cancel_upserts(Kind::Upsert, 0xC0FFEE).await;
-    assert!(landed.len() > 1, "every drop landed in one place: {landed:?}");
+    assert!(
+        landed.len() > 1,
+        "every drop landed in one place: {landed:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dropped_upsert_many_leaves_nothing_to_misread() {
     let landed = cancel_upserts(Kind::UpsertMany, 0xBADC0DE).await;
-    assert!(landed.len() > 1, "every drop landed in one place: {landed:?}");
+    assert!(
+        landed.len() > 1,
+        "every drop landed in one place: {landed:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -273,7 +279,7 @@ async fn a_dropped_insert_many_leaves_nothing_to_misread() {
     let mut landed: BTreeMap<&'static str, usize> = BTreeMap::new();
     for k in 0..cancels() {
         let (coll, all) = (open(k).await, events(k));
-        let delay = window.mul_f64((next(&mut rng) % 10_000) as f64 / 10_000.0);
+        let delay = window.mul_f64((support::child::next(&mut rng) % 10_000) as f64 / 10_000.0);
         let at = match tokio::time::timeout(delay, write(coll.clone(), all.clone())).await {
             Ok(_) => "after the end",
             Err(_) => flight.now(),
@@ -293,5 +299,8 @@ async fn a_dropped_insert_many_leaves_nothing_to_misread() {
         "insert_many: {} drops within {window:?}, landed {landed:?}",
         cancels()
     );
-    assert!(landed.len() > 1, "every drop landed in one place: {landed:?}");
+    assert!(
+        landed.len() > 1,
+        "every drop landed in one place: {landed:?}"
+    );
 }

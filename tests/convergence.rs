@@ -650,7 +650,10 @@ async fn posts_scenario(
         n - drafts.len(),
         "one Inserted per document created: {result:?}"
     );
-    if matches!(direct.deployment().engine(), natural_key::Engine::FerretDb { .. }) {
+    if matches!(
+        direct.deployment().engine(),
+        natural_key::Engine::FerretDb { .. }
+    ) {
         assert!(result.updated as usize >= drafts.len(), "{result:?}");
     } else {
         assert_eq!(

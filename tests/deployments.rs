@@ -455,7 +455,10 @@ async fn sharded_collections_get_the_identity_in_every_write_filter() {
         if ferret {
             assert_eq!(guarded, 0, "FerretDB: {updates:?}");
         } else {
-            assert!(guarded > 0, "no update was guarded by its hash: {updates:?}");
+            assert!(
+                guarded > 0,
+                "no update was guarded by its hash: {updates:?}"
+            );
         }
     }
 }

@@ -7,8 +7,6 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use natural_key::bson::{doc, oid::ObjectId, Bson, Document};
@@ -30,15 +28,6 @@ fn env(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// A small seeded PRNG (splitmix64), so each kill point is reproducible from its seed.
-fn next(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// The expected end state of one identity: its content and every old id.
@@ -176,45 +165,10 @@ async fn phase(db: &natural_key::mongodb::Database, before: u64) -> &'static str
     }
 }
 
-/// Runs this test binary's `test` in a child with `var` set, kills it `after` its READY line
-/// (or lets it finish), and returns whether it was killed while running.
-fn run_child(test: &str, var: &str, after: Option<Duration>) -> bool {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .env(var, "1")
-        .env("MONGODB_URI", support::uri())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    loop {
-        match lines.next() {
-            Some(Ok(l)) if l.contains("CHILD-READY") => break,
-            Some(_) => continue,
-            None => panic!("the child ended before it was ready"),
-        }
-    }
-    let killed = match after {
-        Some(d) => {
-            std::thread::sleep(d);
-            let running = child.try_wait().unwrap().is_none();
-            child.kill().unwrap(); // SIGKILL
-            running
-        }
-        None => false,
-    };
-    let status = child.wait().unwrap();
-    if after.is_none() {
-        assert!(status.success(), "child failed: {status}");
-    }
-    killed
-}
-
 /// A kill point in the last three quarters of a full run's time: the first quarter is
 /// mostly the child's start and the scans, which write nothing.
 fn kill_point(full: Duration, rng: &mut u64) -> Duration {
-    full.mul_f64(0.25 + 0.75 * (next(rng) % 1000) as f64 / 1000.0)
+    full.mul_f64(0.25 + 0.75 * (support::child::next(rng) % 1000) as f64 / 1000.0)
 }
 
 fn newest(c: &[natural_key::Candidate<Post>]) -> Option<usize> {
@@ -236,7 +190,7 @@ async fn adopt_killed_anywhere_then_rerun_ends_exact() {
     let (db, _) = support::database("adopt_kills").await;
     let expected = seed(&db, size).await;
     let started = Instant::now();
-    run_child(TEST, "NK_CHILD_ADOPT", None);
+    support::child::run(TEST, "NK_CHILD_ADOPT", None);
     let full = started.elapsed();
     assert_exact(&db, &expected).await;
 
@@ -251,7 +205,7 @@ async fn adopt_killed_anywhere_then_rerun_ends_exact() {
             .await
             .unwrap();
         let delay = kill_point(full, &mut rng);
-        run_child(TEST, "NK_CHILD_ADOPT", Some(delay));
+        support::child::run(TEST, "NK_CHILD_ADOPT", Some(delay));
         let landed = phase(&db, before).await;
         *phases.entry(landed).or_default() += 1;
         let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
@@ -305,7 +259,7 @@ async fn rekey_killed_anywhere_then_rerun_ends_exact() {
     let (db, _) = support::database("rekey_kills").await;
     seed(db.clone()).await;
     let started = Instant::now();
-    run_child(TEST, "NK_CHILD_REKEY", None);
+    support::child::run(TEST, "NK_CHILD_REKEY", None);
     let full = started.elapsed();
 
     let mut rng = 0x4e4b_u64;
@@ -314,7 +268,7 @@ async fn rekey_killed_anywhere_then_rerun_ends_exact() {
         let (db, _) = support::database("rekey_kills").await;
         let posts = seed(db.clone()).await;
         let delay = kill_point(full, &mut rng);
-        run_child(TEST, "NK_CHILD_REKEY", Some(delay));
+        support::child::run(TEST, "NK_CHILD_REKEY", Some(delay));
         let done = db
             .collection::<Document>("posts")
             .count_documents(doc! {LEGACY_IDS_FIELD: {"$exists": true}})

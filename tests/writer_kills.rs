@@ -15,8 +15,6 @@
 mod support;
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::TryStreamExt;
@@ -63,15 +61,6 @@ fn kills() -> usize {
 /// Documents per batch: small enough that a run is many read / insert / update rounds.
 fn batch() -> usize {
     (docs_n() / 20).max(10)
-}
-
-/// splitmix64: each kill point is reproducible from its seed.
-fn next(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// The input: every third post new, every third stored as a draft (an update), every third
@@ -170,49 +159,6 @@ fn time_in_commands(lines: &[String]) -> BTreeMap<String, u128> {
     spent
 }
 
-/// Runs this binary's `test` in a child with `var` set; kills it `after` its READY line (or
-/// lets it finish). Returns whether it was still running when killed, and its stdout lines.
-fn run_child(test: &str, var: &str, after: Option<Duration>) -> (bool, Vec<String>) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .env(var, "1")
-        .env("MONGODB_URI", support::uri())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut lines = Vec::new();
-        for l in BufReader::new(stdout).lines() {
-            let l = l.unwrap_or_default();
-            if l.contains("CHILD-READY") {
-                let _ = ready_tx.send(());
-            }
-            lines.push(l);
-        }
-        lines
-    });
-    ready_rx
-        .recv()
-        .expect("the child ended before it was ready");
-    let killed = match after {
-        Some(d) => {
-            std::thread::sleep(d);
-            let running = child.try_wait().unwrap().is_none();
-            child.kill().unwrap(); // SIGKILL
-            running
-        }
-        None => false,
-    };
-    let status = child.wait().unwrap();
-    if after.is_none() {
-        assert!(status.success(), "child failed: {status}");
-    }
-    (killed, reader.join().unwrap())
-}
-
 async fn all_docs(db: &Database, coll: &str) -> Vec<Document> {
     db.collection::<Document>(coll)
         .find(doc! {})
@@ -266,7 +212,7 @@ async fn assert_events_exact(db: &Database, expected: &[Delivery]) {
 
 /// A kill point anywhere in a full run's time after the child is ready.
 fn kill_point(full: Duration, rng: &mut u64) -> Duration {
-    full.mul_f64((next(rng) % 1000) as f64 / 1000.0)
+    full.mul_f64((support::child::next(rng) % 1000) as f64 / 1000.0)
 }
 
 /// The parent side of both tests: calibrate, then kill `kills()` children and finish each
@@ -288,7 +234,7 @@ where
     let (db, _) = support::database(name).await;
     reset(&db).await;
     let started = Instant::now();
-    let (_, lines) = run_child(test, var, None);
+    let (_, lines) = support::child::run(test, var, None);
     let full = started.elapsed();
     check(&db).await;
     eprintln!(
@@ -301,8 +247,12 @@ where
     for _ in 0..kills() {
         let (db, _) = support::database(name).await;
         reset(&db).await;
-        let (killed, lines) = run_child(test, var, Some(kill_point(full, &mut rng)));
-        let at = if killed { landed(&lines) } else { "after the end" };
+        let (killed, lines) = support::child::run(test, var, Some(kill_point(full, &mut rng)));
+        let at = if killed {
+            landed(&lines)
+        } else {
+            "after the end"
+        };
         *phases.entry(at).or_default() += 1;
         finish(&db).await;
         check(&db).await;
@@ -345,7 +295,16 @@ async fn upsert_stream_killed_anywhere_then_rerun_ends_exact() {
         assert_eq!(r.inserted + r.updated + r.unchanged, all.len() as u64);
     };
     let check = async |db: &Database| assert_posts_exact(db, &all).await;
-    let phases = kill_and_finish(TEST, "upserts", "NK_CHILD_UPSERT", 0x0057_4e4b, reset, finish, check).await;
+    let phases = kill_and_finish(
+        TEST,
+        "upserts",
+        "NK_CHILD_UPSERT",
+        0x0057_4e4b,
+        reset,
+        finish,
+        check,
+    )
+    .await;
     if kills() >= 20 {
         for p in ["during a read", "during an insert", "during an update"] {
             assert!(phases.contains_key(p), "no kill landed {p}: {phases:?}");
@@ -370,7 +329,9 @@ async fn insert_stream_killed_anywhere_then_rerun_ends_exact() {
         return;
     }
     let reset = async |db: &Database| {
-        Collection::<Delivery>::open(db, "deliveries").await.unwrap();
+        Collection::<Delivery>::open(db, "deliveries")
+            .await
+            .unwrap();
     };
     let finish = async |db: &Database| {
         let coll = Collection::<Delivery>::open(db, "deliveries")
@@ -385,7 +346,16 @@ async fn insert_stream_killed_anywhere_then_rerun_ends_exact() {
         assert_eq!(r.inserted + r.already_applied, all.len() as u64);
     };
     let check = async |db: &Database| assert_events_exact(db, &all).await;
-    let phases = kill_and_finish(TEST, "inserts", "NK_CHILD_INSERT", 0xE7E7_4e4b, reset, finish, check).await;
+    let phases = kill_and_finish(
+        TEST,
+        "inserts",
+        "NK_CHILD_INSERT",
+        0xE7E7_4e4b,
+        reset,
+        finish,
+        check,
+    )
+    .await;
     if kills() >= 20 {
         assert!(
             phases.contains_key("during an insert"),

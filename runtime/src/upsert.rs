@@ -438,8 +438,11 @@ async fn send_updates(
             (_, []) => {
                 let inserts = sent.iter().filter(|s| s.insert).count();
                 let upserted: Vec<usize> = reply.upserted.iter().map(|u| u.index).collect();
-                let created: Option<Vec<&str>> =
-                    reply.upserted.iter().map(|u| u.id.as_ref()?.as_str()).collect();
+                let created: Option<Vec<&str>> = reply
+                    .upserted
+                    .iter()
+                    .map(|u| u.id.as_ref()?.as_str())
+                    .collect();
                 for (k, s) in sent.iter().enumerate() {
                     let id = r.items[s.item].id;
                     // An insert that matched adopted a document written by other code or by a

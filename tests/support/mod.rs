@@ -12,6 +12,7 @@ use natural_key::mongodb::event::EventHandler;
 use natural_key::mongodb::options::ClientOptions;
 use natural_key::mongodb::{Client, Database};
 
+pub mod child;
 pub mod proxy;
 
 /// `MONGODB_URI`, or — when unset — the URI of the FerretDB that `scripts/db up` starts (it is

@@ -262,7 +262,9 @@ impl Proxy {
 
     /// Write commands forwarded to the server and not answered yet.
     pub fn writes_in_flight(&self) -> u64 {
-        self.shared.in_flight.load(std::sync::atomic::Ordering::SeqCst)
+        self.shared
+            .in_flight
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn stats(&self) -> Stats {
@@ -362,7 +364,9 @@ async fn serve(client: TcpStream, shared: Arc<Shared>) {
     let left: Vec<(String, Fault)> = pending.lock().unwrap().drain().map(|(_, e)| e).collect();
     for (name, _) in &left {
         if is_write(name) {
-            shared.in_flight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            shared
+                .in_flight
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         }
     }
     if server_ended && end == End::Closed {
@@ -413,7 +417,9 @@ async fn client_to_upstream(
         let fire_and_forget = header.op_code == OP_MSG && flags(&msg) & MORE_TO_COME != 0;
         if !fire_and_forget {
             if is_write(&name) {
-                shared.in_flight.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                shared
+                    .in_flight
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }
             pending
                 .lock()
@@ -458,7 +464,9 @@ async fn upstream_to_client(
             } else {
                 let e = pending.remove(&header.response_to);
                 if e.as_ref().is_some_and(|(name, _)| is_write(name)) {
-                    shared.in_flight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    shared
+                        .in_flight
+                        .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                 }
                 e
             };

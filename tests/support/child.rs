@@ -1,0 +1,60 @@
+//! A test run in a child process of its own binary, killed (SIGKILL) at a chosen moment: a
+//! writer process that dies. Kill points come from a seeded splitmix64, so a run can be
+//! repeated from its seed.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// splitmix64: the next value of `state`.
+pub fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Runs this binary's `test` in a child with `var` set; kills it `after` the child prints
+/// `CHILD-READY` (or lets it finish, and then it must succeed). Returns whether it was still
+/// running when killed, and every line it printed.
+pub fn run(test: &str, var: &str, after: Option<Duration>) -> (bool, Vec<String>) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(var, "1")
+        .env("MONGODB_URI", super::uri())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for l in BufReader::new(stdout).lines() {
+            let l = l.unwrap_or_default();
+            if l.contains("CHILD-READY") {
+                let _ = ready_tx.send(());
+            }
+            lines.push(l);
+        }
+        lines
+    });
+    ready_rx
+        .recv()
+        .expect("the child ended before it was ready");
+    let killed = match after {
+        Some(d) => {
+            std::thread::sleep(d);
+            let running = child.try_wait().unwrap().is_none();
+            child.kill().unwrap(); // SIGKILL
+            running
+        }
+        None => false,
+    };
+    let status = child.wait().unwrap();
+    if after.is_none() {
+        assert!(status.success(), "child failed: {status}");
+    }
+    (killed, reader.join().unwrap())
+}
