@@ -7,24 +7,33 @@ use ulid::Ulid;
 use crate::error::Error;
 
 /// What a guarded upsert did. Every variant carries the document's id.
+///
+/// The outcomes are exact across lost replies and the retry policy's attempts: every write
+/// carries the call's token (`_nk_write`), so a retry tells its own lost write from another
+/// writer's. Summed over all writers, `Inserted` counts the documents created
+/// (docs/reliability.md, "Outcomes that are exactly true").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UpsertOutcome {
-    /// A new document was stored.
+    /// This call stored a new document (perhaps in an attempt whose reply was lost).
     Inserted(Ulid),
-    /// The stored document's content changed.
+    /// This call's write changed the stored document's content.
     Updated(Ulid),
-    /// The stored content hash equals the new one: no write command was sent.
+    /// The stored content hash equals the new one, and the write that stored it was not this
+    /// call's: no write command was sent for it.
     Unchanged(Ulid),
 }
 
 /// What an insert-once write of an event did.
+///
+/// Exact across lost replies and retries, as [`UpsertOutcome`]: each prepared event carries a
+/// token of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum InsertOutcome {
-    /// The event was stored.
+    /// This call stored the event (perhaps in an attempt whose reply was lost).
     Inserted(Ulid),
-    /// This event is already stored — typically a retry whose first attempt landed. Carries
-    /// the stored id (which differs from the value's own id only when the match was on the
-    /// idempotency key).
+    /// The event was already stored by another call — an earlier call with the same value, or
+    /// another writer. Carries the stored id (which differs from the value's own id only when
+    /// the match was on the idempotency key).
     AlreadyApplied(Ulid),
 }
 
