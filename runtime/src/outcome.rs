@@ -18,8 +18,8 @@ pub enum UpsertOutcome {
     Inserted(Ulid),
     /// This call's write changed the stored document's content.
     Updated(Ulid),
-    /// The stored content hash equals the new one, and the write that stored it was not this
-    /// call's: no write command was sent for it.
+    /// The stored content hash equals the new one, and this call did not store it: nothing was
+    /// sent for it, or what was sent found it already stored.
     Unchanged(Ulid),
 }
 
