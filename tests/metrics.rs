@@ -198,13 +198,13 @@ async fn each_retry_is_counted_with_the_error_that_caused_it() {
     let policy = RetryPolicy::default().max_attempts(3);
 
     // The insert lands and its acknowledgement is lost: the retry reads the stored document,
-    // finds the same content hash and sends nothing more.
+    // finds its own write token on it and sends nothing more — the call inserted it.
     proxy.set_faults(Faults {
         drop_reply_after_apply: 1.0,
         ..Faults::none()
     });
     let landed = posts.upsert(&post("a", "1")).retry(policy).await.unwrap();
-    assert!(matches!(landed, UpsertOutcome::Unchanged(_)), "{landed}");
+    assert!(matches!(landed, UpsertOutcome::Inserted(_)), "{landed}");
 
     // Every write is lost before the server sees it: three attempts, two retries, one error.
     proxy.set_faults(Faults {
@@ -227,7 +227,7 @@ async fn each_retry_is_counted_with_the_error_that_caused_it() {
                 &[("operation", "upsert"), ("kind", lost.kind())],
                 1
             ),
-            outcome("upsert", "unchanged", 1),
+            outcome("upsert", "inserted", 1),
             c(
                 RETRIES_TOTAL,
                 &[("operation", "upsert"), ("kind", lost.kind())],
