@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use natural_key::bson::{doc, oid::ObjectId, Bson, Document};
 use natural_key::prelude::*;
 use natural_key::{Collection, LEGACY_IDS_FIELD};
+use support::child::Kill;
 
 #[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
 struct Post {
@@ -190,7 +191,7 @@ async fn adopt_killed_anywhere_then_rerun_ends_exact() {
     let (db, _) = support::database("adopt_kills").await;
     let expected = seed(&db, size).await;
     let started = Instant::now();
-    support::child::run(TEST, "NK_CHILD_ADOPT", None);
+    support::child::run(TEST, "NK_CHILD_ADOPT", Kill::Never);
     let full = started.elapsed();
     assert_exact(&db, &expected).await;
 
@@ -205,7 +206,7 @@ async fn adopt_killed_anywhere_then_rerun_ends_exact() {
             .await
             .unwrap();
         let delay = kill_point(full, &mut rng);
-        support::child::run(TEST, "NK_CHILD_ADOPT", Some(delay));
+        support::child::run(TEST, "NK_CHILD_ADOPT", Kill::After(delay));
         let landed = phase(&db, before).await;
         *phases.entry(landed).or_default() += 1;
         let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
@@ -259,7 +260,7 @@ async fn rekey_killed_anywhere_then_rerun_ends_exact() {
     let (db, _) = support::database("rekey_kills").await;
     seed(db.clone()).await;
     let started = Instant::now();
-    support::child::run(TEST, "NK_CHILD_REKEY", None);
+    support::child::run(TEST, "NK_CHILD_REKEY", Kill::Never);
     let full = started.elapsed();
 
     let mut rng = 0x4e4b_u64;
@@ -268,7 +269,7 @@ async fn rekey_killed_anywhere_then_rerun_ends_exact() {
         let (db, _) = support::database("rekey_kills").await;
         let posts = seed(db.clone()).await;
         let delay = kill_point(full, &mut rng);
-        support::child::run(TEST, "NK_CHILD_REKEY", Some(delay));
+        support::child::run(TEST, "NK_CHILD_REKEY", Kill::After(delay));
         let done = db
             .collection::<Document>("posts")
             .count_documents(doc! {LEGACY_IDS_FIELD: {"$exists": true}})
