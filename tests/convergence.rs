@@ -33,18 +33,11 @@ const CALL_DOCS: usize = 48;
 const BATCH: usize = 12;
 
 fn docs_n() -> usize {
-    std::env::var("NK_CONVERGENCE_DOCS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300)
+    support::env_or("NK_CONVERGENCE_DOCS", 300)
 }
 
 fn seed(offset: u64) -> u64 {
-    std::env::var("NK_CONVERGENCE_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20240611u64)
-        .wrapping_add(offset)
+    support::env_or("NK_CONVERGENCE_SEED", 20240611u64).wrapping_add(offset)
 }
 
 fn lost_acks() -> Faults {
@@ -1200,4 +1193,94 @@ async fn converges_across_an_engine_restart() {
         "one Inserted per document created: {result:?}"
     );
     drop(proxy);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exact outcomes, one interleaving at a time: the proxy's gate holds the write commands of one
+// writer while another writes, and the faults are set per command.
+
+/// A writer whose first write request was lost (`A`) decides again; before its second write
+/// reaches the engine, another writer (`B`) creates the document; `A`'s second write is applied
+/// and its reply lost too. Only `B` created the document, so `A` must not report `Inserted`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_does_not_claim_a_document_another_writer_created() {
+    let (direct, _) = support::database("lost_twice").await;
+    let b = Collection::new(direct.collection::<Post>("posts"))
+        .await
+        .unwrap();
+    let proxy = Proxy::start(
+        proxy::upstream_addr(&support::uri()),
+        Faults::none(),
+        seed(21),
+    )
+    .await;
+    let a = Collection::new(
+        through(&proxy, direct.name())
+            .await
+            .collection::<Post>("posts"),
+    )
+    .deployment(b.deployment().clone())
+    .await
+    .unwrap();
+    let post = corpus(1).remove(0);
+    proxy.gate_writes();
+    let writer = {
+        let post = post.clone();
+        tokio::spawn(async move {
+            let policy = RetryPolicy::default().max_attempts(5);
+            a.upsert(&post).retry(policy).await
+        })
+    };
+
+    // A's first write: never reaches the engine.
+    proxy.until_arrived(1).await;
+    proxy.set_faults(Faults {
+        drop_request: 1.0,
+        ..Faults::none()
+    });
+    proxy.admit(1);
+    // A's second write, decided from a read that found nothing, waits while B creates it.
+    proxy.until_arrived(2).await;
+    assert_eq!(b.upsert(&post).await.unwrap().as_str(), "inserted");
+    proxy.set_faults(Faults {
+        drop_reply_after_apply: 1.0,
+        ..Faults::none()
+    });
+    proxy.admit(1);
+    // Whatever A sends after that goes through with its reply.
+    proxy.until_decided(2).await;
+    proxy.set_faults(Faults::none());
+    proxy.admit(1000);
+    let outcome = writer.await.unwrap().unwrap();
+
+    let stats = proxy.stats();
+    let decisions: Vec<_> = stats
+        .decisions
+        .iter()
+        .map(|(n, f)| format!("{n}:{f:?}"))
+        .collect();
+    assert_eq!(
+        outcome.as_str(),
+        "unchanged",
+        "A's outcome; A's writes: {decisions:?}"
+    );
+    // An insert cannot take over a document another writer made; an upsert can.
+    assert_eq!(
+        &decisions[..2],
+        ["insert:DropRequest", "insert:DropReplyAfterApply"],
+        "A's two writes"
+    );
+    let stored: Vec<Document> = direct
+        .collection::<Document>("posts")
+        .find(doc! {})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(
+        stored[0].get_str("_id").unwrap(),
+        post.id().unwrap().to_string()
+    );
 }

@@ -25,20 +25,25 @@ pub(crate) enum Sent {
     /// applied.
     Refused,
     /// A document or statement whose fate no reply settled (a failed command, a lost reply
-    /// the policy retried), stamped with `token`; `insert`: it would have created the document.
+    /// the policy retried), stamped with `token`; `insert`: it was an insert, which is the only
+    /// write of ours that creates a document (updates never upsert).
     Uncertain { token: String, insert: bool },
 }
 
 /// What to do with the document.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Action<'a> {
-    /// Nothing stored: `insert` it (the unique indexes are the check).
+    /// Nothing stored: `insert` it (the unique indexes are the check). Also after a write of
+    /// ours whose fate is unknown: it was not applied, or what it stored is gone. Only an
+    /// insert creates, so an `Inserted` is never claimed for a document another writer made.
     Insert,
-    /// Nothing stored, but an earlier round's insert was refused: a document with this `_id`
-    /// but no identity exists (written by other code), or the refusing one was deleted since.
-    /// Upsert by `_id` alone, which adopts the former and re-creates the latter.
-    UpsertById,
-    /// Stored with another hash: update, only if the stored hash is still `stored_hash`.
+    /// Nothing stored under the identity, but an earlier round's insert was refused: a
+    /// document with this `_id` but no identity exists (written by other code), or the
+    /// refusing one was deleted since. Update by `_id` without upserting, which adopts the
+    /// former; for the latter the next round inserts.
+    AdoptById,
+    /// Stored with another hash: update (without upserting), only if the stored hash is still
+    /// `stored_hash`.
     Update { stored_hash: Option<&'a Bson> },
     /// Settled without a write.
     Done(UpsertOutcome),
@@ -58,8 +63,8 @@ pub(crate) fn decide<'a>(
 ) -> Action<'a> {
     let Some(stored) = stored else {
         return match sent {
-            None => Action::Insert,
-            Some(_) => Action::UpsertById,
+            Some(Sent::Refused) => Action::AdoptById,
+            None | Some(Sent::Uncertain { .. }) => Action::Insert,
         };
     };
     if stored.id.as_str() != Some(id_text) {
@@ -110,8 +115,9 @@ mod tests {
 
         // Nothing stored.
         assert_eq!(d(None, None), Action::Insert);
-        assert_eq!(d(None, Some(&refused)), Action::UpsertById);
-        assert_eq!(d(None, Some(&u_upd)), Action::UpsertById);
+        assert_eq!(d(None, Some(&refused)), Action::AdoptById);
+        assert_eq!(d(None, Some(&u_upd)), Action::Insert);
+        assert_eq!(d(None, Some(&u_ins)), Action::Insert);
         // Stored under another id: a fork, whatever else holds.
         for sent in [None, Some(&refused), Some(&u_ins)] {
             assert_eq!(d(at(&other_id, Some(&ours), None), sent), Action::Fork);
@@ -204,7 +210,8 @@ mod tests {
 
 /// The decision against a reference model: a tiny in-memory engine with a unique `_id` and a
 /// unique identity, several writers whose rounds interleave (another writer's write may land
-/// between a writer's read and its write), and random sequences of upserts, edits and forks.
+/// between a writer's read and any of its writes), writes whose request or reply is lost, and
+/// random sequences of upserts, edits and forks.
 /// The model says what each upsert must report and what must be stored at the end: for each
 /// identity, the `_id` of its first write and the content of its last successful one.
 #[cfg(test)]
@@ -243,24 +250,16 @@ mod model {
             self.docs.insert(d.id.clone(), d);
             true
         }
-        /// An upserting update by `_id` (and the hash, when given): `Err` on a duplicate.
-        fn update(&mut self, d: Doc, expected: Option<Option<&str>>) -> Result<bool, ()> {
-            match self.docs.get(&d.id) {
-                Some(stored) => {
-                    let matches = expected.is_none_or(|h| Some(stored.hash.as_str()) == h);
-                    if matches {
-                        self.docs.insert(d.id.clone(), d);
-                        Ok(false)
-                    } else {
-                        Err(()) // the upsert's insert collides on `_id`
-                    }
-                }
-                None if self.by_identity(d.identity).is_some() => Err(()),
-                None => {
-                    self.docs.insert(d.id.clone(), d);
-                    Ok(true)
-                }
+        /// An update by `_id` (and the hash, when given), never upserting: whether it matched.
+        fn update(&mut self, d: Doc, expected: Option<Option<&str>>) -> bool {
+            let matches = self
+                .docs
+                .get(&d.id)
+                .is_some_and(|s| expected.is_none_or(|h| Some(s.hash.as_str()) == h));
+            if matches {
+                self.docs.insert(d.id.clone(), d);
             }
+            matches
         }
     }
 
@@ -273,8 +272,20 @@ mod model {
         content: u8,
         legacy: bool,
         /// Another writer's write (content, legacy) that lands between this one's read and its
-        /// write.
-        interleaved: Option<(u8, bool)>,
+        /// `n`th write.
+        interleaved: Option<(u8, bool, u8)>,
+        /// What becomes of this writer's first writes (later ones go through).
+        fates: [Fate; 2],
+    }
+
+    /// What becomes of one write.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Fate {
+        Answered,
+        /// Never reaches the engine; the writer sees an error.
+        RequestLost,
+        /// Applied; the writer sees an error.
+        ReplyLost,
     }
 
     /// The hashes a writer computes for `content`: a v2 writer's hash and the v1 hash it
@@ -301,18 +312,28 @@ mod model {
     }
 
     /// Runs one upsert through `decide` against the engine, like `upsert::upsert_batch` does
-    /// for a batch of one, calling `interfere` once between the first read and write.
+    /// for a batch of one (a lost request or reply is a failed attempt, which the retry policy
+    /// retries with the same memory), calling `interfere` once before its `at`th write.
     fn upsert(
         e: &mut Engine,
         identity: u8,
         ts: u8,
         (content, legacy): (u8, bool),
+        fates: [Fate; 2],
+        at: u8,
         mut interfere: impl FnMut(&mut Engine),
     ) -> Result<UpsertOutcome, &'static str> {
         let id = id_of(identity, ts);
         let (hash, hash_v1) = hashes(content, legacy);
         let mut sent: Option<Sent> = None;
-        for round in 0..crate::upsert::MAX_ROUNDS {
+        // Unique per call and kept across its attempts, as the real token (a fresh ULID) is.
+        static TOKENS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let token = format!(
+            "t{}",
+            TOKENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let mut writes = 0;
+        for _ in 0..crate::upsert::MAX_ROUNDS + 2 {
             let stored = e.by_identity(identity).cloned();
             let idb = stored.as_ref().map(|d| Bson::String(d.id.clone()));
             let hb = stored.as_ref().map(|d| Bson::String(d.hash.clone()));
@@ -331,46 +352,47 @@ mod model {
             );
             // Another writer between this read and this write; a decision that writes nothing
             // takes effect at the read, before it.
-            let writes = !matches!(action, Action::Done(_) | Action::Fork);
-            if round == 0 && writes {
-                interfere(e);
-            }
-            // Unique per command, as the real token (a fresh ULID) is.
-            static TOKENS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-            let token = format!(
-                "t{}",
-                TOKENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            );
+            let fate = if matches!(action, Action::Done(_) | Action::Fork) {
+                Fate::Answered
+            } else {
+                if writes == at {
+                    interfere(e);
+                }
+                writes += 1;
+                fates
+                    .get(writes as usize - 1)
+                    .copied()
+                    .unwrap_or(Fate::Answered)
+            };
             let doc = Doc {
                 id: id.clone(),
                 identity,
                 hash: hash.clone(),
                 token: Some(token.clone()),
             };
-            match action {
-                Action::Done(o) => return Ok(o),
-                Action::Fork => return Err("fork"),
-                Action::Insert => {
-                    if e.insert(Doc { token: None, ..doc }) {
-                        return Ok(UpsertOutcome::Inserted(ulid(&id)));
-                    }
-                    sent = Some(Sent::Refused);
+            let insert = matches!(action, Action::Insert);
+            let applied = match (fate, action) {
+                (_, Action::Done(o)) => return Ok(o),
+                (_, Action::Fork) => return Err("fork"),
+                (Fate::RequestLost, _) => None,
+                (_, Action::Insert) => Some(e.insert(doc)),
+                (_, Action::AdoptById) => Some(e.update(doc, None)),
+                (_, Action::Update { stored_hash }) => {
+                    Some(e.update(doc, Some(stored_hash.and_then(|h| h.as_str()))))
                 }
-                Action::UpsertById | Action::Update { .. } => {
-                    let expected = match &action {
-                        Action::Update { stored_hash } => {
-                            Some(stored_hash.and_then(|h| h.as_str()))
-                        }
-                        _ => None,
-                    };
-                    let insert = matches!(action, Action::UpsertById);
-                    match e.update(doc, expected) {
-                        Ok(true) => return Ok(UpsertOutcome::Inserted(ulid(&id))),
-                        Ok(false) => return Ok(UpsertOutcome::Updated(ulid(&id))),
-                        Err(()) => sent = Some(Sent::Uncertain { token, insert }),
-                    }
+            };
+            sent = Some(match (fate, applied) {
+                (Fate::Answered, Some(true)) if insert => {
+                    return Ok(UpsertOutcome::Inserted(ulid(&id)))
                 }
-            }
+                (Fate::Answered, Some(true)) => return Ok(UpsertOutcome::Updated(ulid(&id))),
+                (Fate::Answered, _) if insert => Sent::Refused,
+                // An update that matched nothing: the next round decides.
+                _ => Sent::Uncertain {
+                    token: token.clone(),
+                    insert,
+                },
+            });
         }
         Err("contention")
     }
@@ -381,15 +403,27 @@ mod model {
             0u8..2,
             0u8..3,
             any::<bool>(),
-            proptest::option::of((0u8..3, any::<bool>())),
+            proptest::option::of((0u8..3, any::<bool>(), 0u8..3)),
+            [fate(), fate()],
         )
-            .prop_map(|(identity, ts, content, legacy, interleaved)| Write {
-                identity,
-                ts,
-                content,
-                legacy,
-                interleaved,
-            })
+            .prop_map(
+                |(identity, ts, content, legacy, interleaved, fates)| Write {
+                    identity,
+                    ts,
+                    content,
+                    legacy,
+                    interleaved,
+                    fates,
+                },
+            )
+    }
+
+    fn fate() -> impl Strategy<Value = Fate> {
+        prop_oneof![
+            2 => Just(Fate::Answered),
+            1 => Just(Fate::RequestLost),
+            1 => Just(Fate::ReplyLost),
+        ]
     }
 
     /// Per identity: the timestamp of its first write, its content, and whether the stored
@@ -429,12 +463,15 @@ mod model {
                 let mut other: Option<Result<UpsertOutcome, &str>> = None;
                 let mut other_model = model.clone();
                 let ours = (w.content, w.legacy);
-                let got = upsert(&mut engine, w.identity, w.ts, ours, |e| {
+                let at = interleaved.map_or(0, |i| i.2);
+                let answered = [Fate::Answered; 2];
+                let got = upsert(&mut engine, w.identity, w.ts, ours, w.fates, at, |e| {
                     // The other writer writes the same identity under the stored (or our)
                     // timestamp, with its own content.
-                    if let Some(theirs) = interleaved {
+                    if let Some((content, legacy, _)) = interleaved {
+                        let theirs = (content, legacy);
                         let ts = other_model.get(&w.identity).map_or(w.ts, |m| m.0);
-                        let r = upsert(e, w.identity, ts, theirs, |_| {});
+                        let r = upsert(e, w.identity, ts, theirs, answered, 0, |_| {});
                         let expected = expect(&mut other_model, w.identity, ts, theirs);
                         other = Some(r.and_then(|o| {
                             (Ok(o.as_str()) == expected).then_some(o).ok_or("unexpected")

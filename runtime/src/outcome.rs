@@ -10,8 +10,10 @@ use crate::error::Error;
 ///
 /// The outcomes are exact across lost replies and the retry policy's attempts: every write
 /// carries the call's token (`_nk_write`), so a retry tells its own lost write from another
-/// writer's. Summed over all writers, `Inserted` counts the documents created
-/// (docs/reliability.md, "Outcomes that are exactly true").
+/// writer's; and only natural-key's inserts create documents (its updates never upsert), so
+/// finding its own token tells a retry whether it created the document. Summed over all
+/// writers, `Inserted` counts the documents created (docs/reliability.md, "Outcomes that are
+/// exactly true").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UpsertOutcome {
     /// This call stored a new document (perhaps in an attempt whose reply was lost).

@@ -3,13 +3,18 @@
 //! one `update` for the changed (cut to the engine's limits), and decide again for whatever
 //! the engine refused.
 //!
+//! Only the `insert` creates documents; `update` statements never upsert. So a document this
+//! call finds under its own token was created by it exactly when what it sent was an insert,
+//! and an `Inserted` is never claimed for a document another writer made.
+//!
 //! Engines differ in what a multi-statement `update` reply says: MongoDB reports each failed
 //! statement by index and carries on; FerretDB 1.x stops at the first failure with a command
-//! error and numbers `upserted` entries by their order rather than their statement. So every
-//! document and statement also stamps the document with the batch's write token (`_nk_write`):
-//! after a failed command — or a lost reply the retry policy retries — the next read tells "we
-//! applied it" from "another writer did" exactly. The token and what was sent outlive the
-//! attempt ([`Memory`]), which is what makes a retried batch's outcomes exact.
+//! error; and a statement that matched nothing is only seen in the command's total `n`. So
+//! every document and statement also stamps the document with the batch's write token
+//! (`_nk_write`): after a failed command, a short `n` — or a lost reply the retry policy
+//! retries — the next read tells "we applied it" from "another writer did" exactly. The token
+//! and what was sent outlive the attempt ([`Memory`]), which is what makes a retried batch's
+//! outcomes exact.
 
 use std::collections::HashMap;
 
@@ -72,6 +77,13 @@ struct Rounds<'p, 'm> {
     /// view, with this message. If the next read shows the same view, nothing of ours was in
     /// the way: it is one of the user's unique indexes.
     suspect: Vec<Option<(View, String)>>,
+    /// An item's insert was refused as a duplicate of an unnamed index, with this message,
+    /// and nothing is stored under its identity: its update by `_id` is to adopt the document
+    /// at its `_id`, if there is one.
+    adopting: Vec<Option<String>>,
+    /// An item's adoption may have matched nothing: no document at its `_id`. If its insert is
+    /// then refused again, the refusal was one of the user's unique indexes.
+    missed: Vec<Option<String>>,
 }
 
 /// The stored `_id` and hash under an identity (`None`: nothing stored).
@@ -80,7 +92,6 @@ type View = Option<(Bson, Option<Bson>)>;
 /// One statement or document to send for item `item`.
 struct Outgoing {
     item: usize,
-    insert: bool,
     doc: RawDocumentBuf,
 }
 
@@ -104,6 +115,8 @@ pub(crate) async fn upsert_batch(
         one_by_one: false,
         planned: vec![None; items.len()],
         suspect: vec![None; items.len()],
+        adopting: vec![None; items.len()],
+        missed: vec![None; items.len()],
     };
     for round in 0..MAX_ROUNDS {
         if r.pending.is_empty() {
@@ -182,20 +195,17 @@ fn plan(
         let found = stored.get(&p.identity);
         let seen: View = found.map(|d| (d.id.clone(), d.hash.clone()));
         if let Some((_, message)) = r.suspect[i].take().filter(|(v, _)| *v == seen) {
-            r.results[i] = Some(Err(Error::UniqueIndexViolation {
-                collection: job.t.namespace.clone(),
-                id: p.id,
-                index: "(an index the engine did not name)".into(),
-                key: message,
-            }));
+            r.results[i] = Some(Err(unnamed_violation(job.t, p.id, message)));
             continue;
         }
+        // Each holds for the next round's decision only.
+        let (adopting, missed) = (r.adopting[i].take(), r.missed[i].take());
         let view = found.map(|d| Stored {
             id: &d.id,
             hash: d.hash.as_ref(),
             token: d.token.as_ref().and_then(Bson::as_str),
         });
-        let (insert, stored_hash) = match decide(
+        let stored_hash = match decide(
             p.id,
             &p.id_text,
             &p.hash,
@@ -217,31 +227,38 @@ fn plan(
                 continue;
             }
             Action::Insert => {
+                r.missed[i] = missed;
                 // Until a reply says otherwise, it may be applied: if this attempt fails, the
                 // retry's read decides by the token.
                 r.sent[i] = Some(uncertain(token, true));
                 inserts.push(Outgoing {
                     item: i,
-                    insert: true,
                     doc: insert_document(p, token)?,
                 });
                 continue;
             }
-            Action::UpsertById => (true, None),
-            Action::Update { stored_hash } => {
-                (false, Some(stored_hash.cloned().unwrap_or(Bson::Null)))
+            Action::AdoptById => {
+                r.adopting[i] = adopting;
+                None
             }
+            Action::Update { stored_hash } => Some(stored_hash.cloned().unwrap_or(Bson::Null)),
         };
         let doc = statement(job, p, stored_hash, token)?;
-        r.sent[i] = Some(uncertain(token, insert));
+        r.sent[i] = Some(uncertain(token, false));
         r.planned[i] = Some(seen);
-        updates.push(Outgoing {
-            item: i,
-            insert,
-            doc,
-        });
+        updates.push(Outgoing { item: i, doc });
     }
     Ok((inserts, updates))
+}
+
+/// A duplicate the engine did not attribute to an index, shown by the reads not to be ours.
+fn unnamed_violation(t: &Target, id: Ulid, message: String) -> Error {
+    Error::UniqueIndexViolation {
+        collection: t.namespace.clone(),
+        id,
+        index: "(an index the engine did not name)".into(),
+        key: message,
+    }
 }
 
 fn uncertain(token: &str, insert: bool) -> Sent {
@@ -260,12 +277,13 @@ fn insert_document(p: &Prepared, token: &str) -> Result<RawDocumentBuf, Error> {
     Ok(doc)
 }
 
-/// One `update` statement: by `_id` (and `_nk_identity` on a sharded collection, whose shard
-/// key an upsert filter must carry), only while the stored hash is still `stored_hash` (none:
-/// by `_id` alone, which adopts a same-`_id` document written without identity); upserting,
-/// so a changed hash makes the upsert collide on `_id` — the signal to decide again. Where the
-/// engine would not compare the hash atomically anyway, the filter is `_id` alone: a change
-/// since the read is overwritten with this content, which deciding again would also do.
+/// One `update` statement: by `_id` (and `_nk_identity` on a sharded collection: its shard
+/// key, which routes the statement to one shard), only while the stored hash is still
+/// `stored_hash` (none: by `_id` alone, which adopts a same-`_id` document written without
+/// identity). Never upserting: a changed hash or a deleted document matches nothing, and the
+/// next round decides again. Where the engine would not compare the hash atomically anyway,
+/// the filter is `_id` alone: a change since the read is overwritten with this content, which
+/// deciding again would also do.
 fn statement(
     job: &Job<'_>,
     p: &Prepared,
@@ -308,7 +326,7 @@ fn statement(
     let mut s = RawDocumentBuf::new();
     s.append("q", filter);
     s.append("u", update);
-    s.append("upsert", true);
+    s.append("upsert", false);
     s.append("multi", false);
     Ok(s)
 }
@@ -324,12 +342,24 @@ impl Rounds<'_, '_> {
             self.results[i] = Some(Err(e));
             return;
         }
-        // An insert refused by an unnamed index may have met a same-`_id` document without
-        // identity: the next round's upsert by `_id` adopts it. A refused statement is suspect.
-        if let (Refusal::Unnamed { message }, Sent::Uncertain { .. }) = (refusal, &sent) {
-            if let Some(view) = self.planned[i].take() {
-                self.suspect[i] = Some((view, message));
+        match (refusal, &sent) {
+            // An insert refused by an unnamed index may have met a same-`_id` document without
+            // identity: the next round's update by `_id` adopts it — unless that already found
+            // no document there.
+            (Refusal::Unnamed { message }, Sent::Refused) => {
+                if let Some(message) = self.missed[i].take() {
+                    self.results[i] = Some(Err(unnamed_violation(t, self.items[i].id, message)));
+                    return;
+                }
+                self.adopting[i] = Some(message);
             }
+            // A refused statement is suspect.
+            (Refusal::Unnamed { message }, Sent::Uncertain { .. }) => {
+                if let Some(view) = self.planned[i].take() {
+                    self.suspect[i] = Some((view, message));
+                }
+            }
+            _ => {}
         }
         self.sent[i] = Some(sent);
         self.pending.push(i);
@@ -415,7 +445,7 @@ async fn send_updates(
     mut session: Session<'_>,
 ) -> Result<(), Error> {
     let max = t.deployment.limits().max_statements;
-    let unsettled = |s: &Outgoing| uncertain(token, s.insert);
+    let unsettled = |_: &Outgoing| uncertain(token, false);
     for (sent, statements) in commands(t, &updates, r.one_by_one, max) {
         let reply = match op::update(t, &statements, session.as_deref_mut()).await {
             Ok(reply) => reply,
@@ -435,34 +465,20 @@ async fn send_updates(
         };
         reply.write_concern(t, r.items[sent[0].item].id)?;
         match (sent, reply.write_errors.as_slice()) {
-            (_, []) => {
-                let inserts = sent.iter().filter(|s| s.insert).count();
-                let upserted: Vec<usize> = reply.upserted.iter().map(|u| u.index).collect();
-                let created: Option<Vec<&str>> = reply
-                    .upserted
-                    .iter()
-                    .map(|u| u.id.as_ref()?.as_str())
-                    .collect();
-                for (k, s) in sent.iter().enumerate() {
+            (_, []) if usize::try_from(reply.n).ok() == Some(sent.len()) => {
+                for s in sent {
                     let id = r.items[s.item].id;
-                    // An insert that matched adopted a document written by other code or by a
-                    // concurrent writer since our read: that one created it. The created `_id`s
-                    // say which did; failing those (an engine that omits them), the indexes:
-                    // FerretDB numbers them by order, MongoDB by statement, so all inserts
-                    // upserted means each did.
-                    let inserted = s.insert
-                        && match &created {
-                            Some(ids) => ids.contains(&r.items[s.item].id_text.as_str()),
-                            None => upserted.len() == inserts || upserted.contains(&k),
-                        };
-                    // What a retry of this batch must take a stored token of ours to mean.
-                    r.sent[s.item] = Some(uncertain(token, inserted));
-                    r.results[s.item] = Some(Ok(if inserted {
-                        UpsertOutcome::Inserted(id)
-                    } else {
-                        UpsertOutcome::Updated(id)
-                    }));
+                    r.results[s.item] = Some(Ok(UpsertOutcome::Updated(id)));
                 }
+            }
+            // A statement matched nothing (its stored hash changed since the read, or the
+            // document is gone); `n` is the command's total, so which one is the next read's
+            // to tell: ours that applied carry our token.
+            (_, []) => {
+                for s in sent {
+                    r.missed[s.item] = r.adopting[s.item].take();
+                }
+                r.uncertain(sent, unsettled)
             }
             ([one], [e]) => r.refused(t, one.item, e.refusal(), unsettled(one)),
             (_, errors) => {

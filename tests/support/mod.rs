@@ -26,6 +26,17 @@ pub fn uri() -> String {
     .clone()
 }
 
+/// A test's size or seed from the environment variable `name`, or `default` when it is unset.
+/// A value that does not parse stops the test: a typo must not run the default size.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Err(_) => default,
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v:?} is not a {}", std::any::type_name::<T>())),
+    }
+}
+
 /// Runs `scripts/db up` with extra args/env and returns the URI (its last line).
 pub fn db_up(args: &[&str], env: &[(&str, &str)]) -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");

@@ -157,6 +157,26 @@ struct Shared {
     stall: std::sync::atomic::AtomicBool,
     /// Write commands forwarded and not yet answered.
     in_flight: std::sync::atomic::AtomicU64,
+    /// While gated, each write command waits for a permit before its fault is drawn: a test
+    /// lets writes through one at a time and acts between them.
+    gate: Gate,
+}
+
+struct Gate {
+    on: std::sync::atomic::AtomicBool,
+    permits: tokio::sync::Semaphore,
+    /// Write commands that reached the gate so far (let through or not).
+    arrived: std::sync::atomic::AtomicU64,
+}
+
+impl Default for Gate {
+    fn default() -> Gate {
+        Gate {
+            on: Default::default(),
+            permits: tokio::sync::Semaphore::new(0),
+            arrived: Default::default(),
+        }
+    }
 }
 
 impl Shared {
@@ -221,6 +241,7 @@ impl Proxy {
             stats: Mutex::new(Stats::default()),
             stall: Default::default(),
             in_flight: Default::default(),
+            gate: Gate::default(),
         });
         let accept = tokio::spawn(accept_loop(listener, shared.clone()));
         Proxy {
@@ -248,6 +269,46 @@ impl Proxy {
         self.shared
             .stall
             .store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// From now on, write commands wait at the proxy until [`admit`](Self::admit) lets them
+    /// through (reads pass).
+    pub fn gate_writes(&self) {
+        self.shared
+            .gate
+            .on
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Lets `n` waiting (or future) write commands through the gate.
+    pub fn admit(&self, n: usize) {
+        self.shared.gate.permits.add_permits(n);
+    }
+
+    /// Waits until the `n`th write command since [`gate_writes`](Self::gate_writes) has
+    /// reached the gate (at most 30 s).
+    pub async fn until_arrived(&self, n: u64) {
+        let arrived = || {
+            self.shared
+                .gate
+                .arrived
+                .load(std::sync::atomic::Ordering::SeqCst)
+        };
+        until(
+            || arrived() >= n,
+            || format!("{} of {n} writes reached the gate", arrived()),
+        )
+        .await
+    }
+
+    /// Waits until the proxy has decided the fate of `n` write commands (at most 30 s).
+    pub async fn until_decided(&self, n: usize) {
+        let decided = || self.stats().decisions.len();
+        until(
+            || decided() >= n,
+            || format!("{} of {n} writes decided", decided()),
+        )
+        .await
     }
 
     /// Changes the faults for write commands arriving from now on (the PRNG stream goes on).
@@ -290,6 +351,18 @@ impl Drop for Proxy {
 
 /// The address of the first host of a `mongodb://` URI (credentials, path and options ignored;
 /// port 27017 when absent), resolved, preferring IPv4.
+async fn until(done: impl Fn() -> bool, what: impl Fn() -> String) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "after 30 s: {}",
+            what()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
 pub fn upstream_addr(uri: &str) -> SocketAddr {
     let rest = uri
         .strip_prefix("mongodb://")
@@ -409,6 +482,17 @@ async fn client_to_upstream(
         let name = command_name(&msg);
         if is_write(&name) && shared.stall.load(std::sync::atomic::Ordering::SeqCst) {
             return std::future::pending().await;
+        }
+        if is_write(&name) && shared.gate.on.load(std::sync::atomic::Ordering::SeqCst) {
+            use std::sync::atomic::Ordering::SeqCst;
+            shared.gate.arrived.fetch_add(1, SeqCst);
+            shared
+                .gate
+                .permits
+                .acquire()
+                .await
+                .expect("the gate is never closed")
+                .forget();
         }
         let fault = shared.on_request(&name);
         if fault == Fault::DropRequest {

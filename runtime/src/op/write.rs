@@ -14,24 +14,13 @@ use crate::stored::{IDEMPOTENCY_FIELD, IDENTITY_FIELD};
 /// The reply of an `insert`, `update` or `delete` command (the fields natural-key reads).
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct WriteReply {
-    /// Documents matched (update) or deleted (delete).
+    /// Documents matched (update; our statements never upsert) or deleted (delete).
     #[serde(default)]
     pub(crate) n: i64,
-    #[serde(default)]
-    pub(crate) upserted: Vec<Upserted>,
     #[serde(rename = "writeErrors", default)]
     pub(crate) write_errors: Vec<WriteErrorEntry>,
     #[serde(rename = "writeConcernError", default)]
     pub(crate) write_concern_error: Option<WriteConcernFailure>,
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct Upserted {
-    pub(crate) index: usize,
-    /// The created document's `_id`: what names it on every engine (FerretDB 1.x numbers
-    /// `index` by order among the upserts, not by statement).
-    #[serde(rename = "_id", default)]
-    pub(crate) id: Option<bson::Bson>,
 }
 
 /// One refused statement or document, at its index in the command.
