@@ -44,10 +44,7 @@ struct Delivery {
 
 /// Drops per kind of write.
 fn cancels() -> usize {
-    std::env::var("NK_CANCELS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(120)
+    support::env_or("NK_CANCELS", 120)
 }
 
 /// Documents per batch call; batches of `BATCH` inside it.

@@ -24,13 +24,6 @@ struct Post {
     edited_at: i64,
 }
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// The expected end state of one identity: its content and every old id.
 type Expected = BTreeMap<String, (Post, BTreeSet<String>)>;
 
@@ -186,7 +179,10 @@ async fn adopt_killed_anywhere_then_rerun_ends_exact() {
         posts.adopt().on_conflict(newest).await.unwrap();
         return;
     }
-    let (kills, size) = (env("NK_KILLS", 8), env("NK_KILL_POSTS", 400));
+    let (kills, size) = (
+        support::env_or("NK_KILLS", 8),
+        support::env_or("NK_KILL_POSTS", 400),
+    );
     // Calibrate: how long one adopt of this size takes here, in a child like the others.
     let (db, _) = support::database("adopt_kills").await;
     let expected = seed(&db, size).await;
@@ -230,7 +226,7 @@ async fn adopt_killed_anywhere_then_rerun_ends_exact() {
 #[tokio::test]
 async fn rekey_killed_anywhere_then_rerun_ends_exact() {
     const TEST: &str = "rekey_killed_anywhere_then_rerun_ends_exact";
-    let size = env("NK_KILL_REKEYS", 60);
+    let size = support::env_or("NK_KILL_REKEYS", 60);
     let wrong = |i: usize| Post {
         slug: format!("post-{i:04}"),
         published_at: 1_700_000_000_000 + i as i64,
@@ -250,7 +246,7 @@ async fn rekey_killed_anywhere_then_rerun_ends_exact() {
         }
         return;
     }
-    let kills = env("NK_KILLS", 8);
+    let kills = support::env_or("NK_KILLS", 8);
     let seed = |db: natural_key::mongodb::Database| async move {
         let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
         let all: Vec<Post> = (0..size).map(wrong).collect();

@@ -44,19 +44,12 @@ struct Delivery {
     amount_cents: i64,
 }
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn docs_n() -> usize {
-    env("NK_KILL_DOCS", 1_000)
+    support::env_or("NK_KILL_DOCS", 1_000)
 }
 
 fn kills() -> usize {
-    env("NK_KILLS", 8)
+    support::env_or("NK_KILLS", 8)
 }
 
 /// Documents per batch: small enough that a run is many read / insert / update rounds.
@@ -374,7 +367,7 @@ async fn insert_stream_killed_anywhere_then_rerun_ends_exact() {
         TEST,
         "inserts",
         "NK_CHILD_INSERT",
-        0xE7E7_4e4b,
+        0xE7E7_4E4B,
         reset,
         finish,
         check,

@@ -326,44 +326,6 @@ fn record<O: Counted + std::fmt::Display>(
     }
 }
 
-/// [`batch::run`] with the metrics counted from the running report after each batch (the
-/// caller's progress callback still sees every report), and the error that stopped it.
-async fn run_counted<D, S, W>(
-    docs: S,
-    opts: Options<'_>,
-    operation: &'static str,
-    collection: &str,
-    prepare: &(dyn Fn(&D) -> Result<W::Prepared, Error> + Sync),
-    writer: &mut W,
-) -> Result<BatchReport, BatchError>
-where
-    D: Send,
-    S: Stream<Item = D> + Send,
-    W: Writer<D>,
-{
-    let mut counted = metrics::ReportCursor::default();
-    let mut progress = opts.progress;
-    let opts = Options {
-        batch_size: opts.batch_size,
-        retry: opts.retry,
-        progress: Some(Box::new(|r: &BatchReport| {
-            counted.advance(collection, operation, r);
-            if let Some(p) = progress.as_mut() {
-                p(r);
-            }
-        })),
-    };
-    let result = batch::run(docs, opts, operation, collection, prepare, writer).await;
-    match &result {
-        Ok(report) => counted.advance(collection, operation, report),
-        Err(e) => {
-            counted.advance(collection, operation, &e.report);
-            metrics::error(collection, operation, &e.error);
-        }
-    }
-    result
-}
-
 /// The guarded upsert of one document, from [`Collection::upsert`]; configure, then `.await`.
 #[must_use = "an upsert does nothing until awaited"]
 pub struct Upsert<'a, T: Send + Sync> {
@@ -591,7 +553,7 @@ where
                 };
                 let prepare = |d: &S::Item| Prepared::of(d.borrow(), &coll.target);
                 let ns = &coll.target.namespace;
-                run_counted(
+                batch::run(
                     self.docs,
                     self.opts,
                     "upsert_many",
@@ -643,7 +605,7 @@ where
                 };
                 let prepare = |d: &S::Item| PreparedEvent::of(d.borrow(), &coll.target);
                 let ns = &coll.target.namespace;
-                run_counted(
+                batch::run(
                     self.docs,
                     self.opts,
                     "insert_many",

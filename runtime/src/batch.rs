@@ -8,6 +8,7 @@ use std::pin::Pin;
 use futures_util::{Stream, StreamExt};
 
 use crate::error::Error;
+use crate::metrics;
 use crate::outcome::{BatchError, BatchReport, Counted};
 use crate::retry::RetryPolicy;
 use crate::stored::{Prepared, PreparedEvent};
@@ -185,7 +186,9 @@ async fn collect<P: Unit, D, S: Stream<Item = D>>(
 }
 
 /// Runs a whole input through `writer`, a batch at a time; the next batch is read and prepared
-/// (hashing, serializing) while this one's commands are on the wire.
+/// (hashing, serializing) while this one's commands are on the wire. Each batch's outcomes and
+/// errors are counted into the report and the metrics together, and so is the error that stops
+/// the run.
 pub(crate) async fn run<D, S, W>(
     docs: S,
     mut opts: Options<'_>,
@@ -228,16 +231,28 @@ where
                 if !current.items.is_empty() {
                     report.batches += 1;
                 }
+                let mut tally = metrics::Tally::default();
+                for (_, e) in &current.failures {
+                    metrics::error(collection, operation, e);
+                }
                 report.failures.extend(current.failures);
                 for (item, result) in current.items.iter().zip(results) {
                     match result {
-                        Ok(o) => o.count(&mut report),
-                        Err(e) => report.failures.push((item.index, e)),
+                        Ok(o) => {
+                            tally.add(o.as_str());
+                            o.count(&mut report)
+                        }
+                        Err(e) => {
+                            metrics::error(collection, operation, &e);
+                            report.failures.push((item.index, e))
+                        }
                     }
                 }
+                tally.record(collection, operation);
                 report.failures.sort_by_key(|(index, _)| *index);
             }
             Err(error) => {
+                metrics::error(collection, operation, &error);
                 let settled = current.first_index().unwrap_or(0);
                 return Err(BatchError {
                     report,

@@ -16,7 +16,6 @@
 // the crate does not depend on `metrics`.
 
 use crate::error::Error;
-use crate::outcome::BatchReport;
 
 /// Documents written or left alone, by `collection`, `operation` (`upsert`, `insert`) and
 /// `outcome` (`inserted`, `updated`, `unchanged`, `already_applied`).
@@ -92,40 +91,28 @@ pub(crate) fn retry(collection: &str, operation: &'static str, cause: &Error) {
     );
 }
 
-/// What of a running [`BatchReport`] has been counted, so each batch is counted once, as it
-/// completes, from the report the batch loop keeps (the one count of a batch's outcomes).
+/// One batch's outcomes, recorded once per outcome when the batch completes.
 #[derive(Default)]
-pub(crate) struct ReportCursor {
-    inserted: u64,
-    updated: u64,
-    unchanged: u64,
-    already_applied: u64,
-    failures: usize,
+pub(crate) struct Tally {
+    #[cfg(feature = "metrics")]
+    counts: Vec<(&'static str, u64)>,
 }
 
-impl ReportCursor {
-    /// Counts what `report` holds beyond what was counted before.
-    pub(crate) fn advance(&mut self, collection: &str, operation: &'static str, r: &BatchReport) {
-        let fields = [
-            ("inserted", r.inserted, &mut self.inserted),
-            ("updated", r.updated, &mut self.updated),
-            ("unchanged", r.unchanged, &mut self.unchanged),
-            (
-                "already_applied",
-                r.already_applied,
-                &mut self.already_applied,
-            ),
-        ];
-        // The running report only grows.
-        for (outcome, now, seen) in fields {
-            outcomes(collection, operation, outcome, now.saturating_sub(*seen));
-            *seen = now;
+impl Tally {
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    pub(crate) fn add(&mut self, outcome: &'static str) {
+        #[cfg(feature = "metrics")]
+        match self.counts.iter_mut().find(|(o, _)| *o == outcome) {
+            Some((_, n)) => *n += 1,
+            None => self.counts.push((outcome, 1)),
         }
-        // A batch's failures have higher input indexes than every earlier batch's, so after
-        // the report's sort by index the new ones are its tail.
-        for (_, e) in r.failures.iter().skip(self.failures) {
-            error(collection, operation, e);
+    }
+
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    pub(crate) fn record(self, collection: &str, operation: &'static str) {
+        #[cfg(feature = "metrics")]
+        for (outcome, n) in self.counts {
+            outcomes(collection, operation, outcome, n);
         }
-        self.failures = r.failures.len();
     }
 }
