@@ -1589,6 +1589,8 @@ fn timestamps_of_every_type_and_range() {
             }
             if let Some(t) = system_time(n) {
                 check_stamp(t, ms, &slug)?;
+                // A reference is a timestamp type of its own.
+                #[allow(clippy::needless_borrows_for_generic_args)]
                 check_stamp(&t, ms, &slug)?;
             }
             #[cfg(feature = "chrono")]

@@ -57,8 +57,9 @@ fn snapshotter() -> &'static Snapshotter {
 /// A snapshot resets the counters it reads and the tests run in parallel, so every snapshot
 /// is added into one running total.
 fn counters(ns: &str) -> Vec<Counter> {
-    static TOTALS: Mutex<BTreeMap<(String, Vec<(String, String)>), u64>> =
-        Mutex::new(BTreeMap::new());
+    /// (name, labels) → running total.
+    type Totals = BTreeMap<(String, Vec<(String, String)>), u64>;
+    static TOTALS: Mutex<Totals> = Mutex::new(BTreeMap::new());
     let mut totals = TOTALS.lock().unwrap();
     for (key, _, _, value) in snapshotter().snapshot().into_vec() {
         let key = key.key();

@@ -291,7 +291,7 @@ fn parse_key_value(arg: &str) -> Result<KeyValue<'static>, String> {
 }
 
 fn hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 || !s.is_ascii() {
+    if !s.len().is_multiple_of(2) || !s.is_ascii() {
         return None;
     }
     (0..s.len())
