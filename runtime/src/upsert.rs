@@ -73,17 +73,24 @@ struct Rounds<'p, 'm> {
     one_by_one: bool,
     /// What the read showed when each item's `update` statement was planned.
     planned: Vec<Option<View>>,
-    /// An item's statement was refused as a duplicate of an unnamed index, planned from this
-    /// view, with this message. If the next read shows the same view, nothing of ours was in
-    /// the way: it is one of the user's unique indexes.
-    suspect: Vec<Option<(View, String)>>,
-    /// An item's insert was refused as a duplicate of an unnamed index, with this message,
-    /// and nothing is stored under its identity: its update by `_id` is to adopt the document
-    /// at its `_id`, if there is one.
-    adopting: Vec<Option<String>>,
-    /// An item's adoption may have matched nothing: no document at its `_id`. If its insert is
-    /// then refused again, the refusal was one of the user's unique indexes.
-    missed: Vec<Option<String>>,
+    /// Per item, what tells a duplicate on an index the engine did not name (FerretDB names
+    /// none) from one on ours, across rounds.
+    unnamed: Vec<Option<Unnamed>>,
+}
+
+/// The steps that find a duplicate of an unnamed index to be one of the user's unique indexes
+/// (each with the engine's message), or let the next round's read show it was ours.
+#[derive(Debug)]
+enum Unnamed {
+    /// The item's statement, planned from this view, was refused. If the next read shows the
+    /// same view, nothing of ours was in the way.
+    StatementRefused(Box<View>, String),
+    /// The item's insert was refused: if nothing is stored under its identity, its update by
+    /// `_id` adopts the document at its `_id`, if there is one.
+    InsertRefused(String),
+    /// That update may have matched nothing: no document at its `_id`. If the insert is then
+    /// refused again, nothing of ours was in the way.
+    AdoptionMissed(String),
 }
 
 /// The stored `_id` and hash under an identity (`None`: nothing stored).
@@ -114,9 +121,7 @@ pub(crate) async fn upsert_batch(
         pending: (0..items.len()).collect(),
         one_by_one: false,
         planned: vec![None; items.len()],
-        suspect: vec![None; items.len()],
-        adopting: vec![None; items.len()],
-        missed: vec![None; items.len()],
+        unnamed: (0..items.len()).map(|_| None).collect(),
     };
     for round in 0..MAX_ROUNDS {
         if r.pending.is_empty() {
@@ -194,12 +199,14 @@ fn plan(
         let p = r.items[i];
         let found = stored.get(&p.identity);
         let seen: View = found.map(|d| (d.id.clone(), d.hash.clone()));
-        if let Some((_, message)) = r.suspect[i].take().filter(|(v, _)| *v == seen) {
-            r.results[i] = Some(Err(unnamed_violation(job.t, p.id, message)));
-            continue;
+        // Each step holds for this round's decision only.
+        let unnamed = r.unnamed[i].take();
+        if let Some(Unnamed::StatementRefused(view, message)) = &unnamed {
+            if **view == seen {
+                r.results[i] = Some(Err(unnamed_violation(job.t, p.id, message.clone())));
+                continue;
+            }
         }
-        // Each holds for the next round's decision only.
-        let (adopting, missed) = (r.adopting[i].take(), r.missed[i].take());
         let view = found.map(|d| Stored {
             id: &d.id,
             hash: d.hash.as_ref(),
@@ -227,7 +234,7 @@ fn plan(
                 continue;
             }
             Action::Insert => {
-                r.missed[i] = missed;
+                r.unnamed[i] = unnamed.filter(|u| matches!(u, Unnamed::AdoptionMissed(_)));
                 // Until a reply says otherwise, it may be applied: if this attempt fails, the
                 // retry's read decides by the token.
                 r.sent[i] = Some(uncertain(token, true));
@@ -238,7 +245,7 @@ fn plan(
                 continue;
             }
             Action::AdoptById => {
-                r.adopting[i] = adopting;
+                r.unnamed[i] = unnamed.filter(|u| matches!(u, Unnamed::InsertRefused(_)));
                 None
             }
             Action::Update { stored_hash } => Some(stored_hash.cloned().unwrap_or(Bson::Null)),
@@ -347,16 +354,16 @@ impl Rounds<'_, '_> {
             // identity: the next round's update by `_id` adopts it — unless that already found
             // no document there.
             (Refusal::Unnamed { message }, Sent::Refused) => {
-                if let Some(message) = self.missed[i].take() {
+                if let Some(Unnamed::AdoptionMissed(message)) = self.unnamed[i].take() {
                     self.results[i] = Some(Err(unnamed_violation(t, self.items[i].id, message)));
                     return;
                 }
-                self.adopting[i] = Some(message);
+                self.unnamed[i] = Some(Unnamed::InsertRefused(message));
             }
             // A refused statement is suspect.
             (Refusal::Unnamed { message }, Sent::Uncertain { .. }) => {
                 if let Some(view) = self.planned[i].take() {
-                    self.suspect[i] = Some((view, message));
+                    self.unnamed[i] = Some(Unnamed::StatementRefused(Box::new(view), message));
                 }
             }
             _ => {}
@@ -366,9 +373,9 @@ impl Rounds<'_, '_> {
     }
 
     /// Items of a command whose outcome the reply did not settle: the next round decides.
-    fn uncertain(&mut self, sent: &[Outgoing], make: impl Fn(&Outgoing) -> Sent) {
+    fn uncertain(&mut self, sent: &[Outgoing], what: &Sent) {
         for s in sent {
-            self.sent[s.item] = Some(make(s));
+            self.sent[s.item] = Some(what.clone());
             self.pending.push(s.item);
         }
     }
@@ -410,7 +417,7 @@ async fn send_inserts(
                     (refusal, _) => {
                         r.one_by_one |= refusal != Refusal::Ours;
                         // Documents before the refused one may be stored.
-                        r.uncertain(sent, |_| uncertain(token, true));
+                        r.uncertain(sent, &uncertain(token, true));
                     }
                 }
                 continue;
@@ -419,7 +426,7 @@ async fn send_inserts(
         reply.write_concern(t, r.items[sent[0].item].id)?;
         if reply.write_errors.iter().any(|e| e.index >= sent.len()) {
             // Refusals that cannot be placed: the next read decides every document.
-            r.uncertain(sent, |_| uncertain(token, true));
+            r.uncertain(sent, &uncertain(token, true));
             continue;
         }
         let mut refusals: HashMap<usize, Refusal> = reply
@@ -445,7 +452,7 @@ async fn send_updates(
     mut session: Session<'_>,
 ) -> Result<(), Error> {
     let max = t.deployment.limits().max_statements;
-    let unsettled = |_: &Outgoing| uncertain(token, false);
+    let unsettled = uncertain(token, false);
     for (sent, statements) in commands(t, &updates, r.one_by_one, max) {
         let reply = match op::update(t, &statements, session.as_deref_mut()).await {
             Ok(reply) => reply,
@@ -454,10 +461,10 @@ async fn send_updates(
                 // read shows whose token is stored.
                 let refusal = op::write::command_refusal(e)?;
                 match sent {
-                    [one] => r.refused(t, one.item, refusal, unsettled(one)),
+                    [one] => r.refused(t, one.item, refusal, unsettled.clone()),
                     _ => {
                         r.one_by_one |= refusal != Refusal::Ours;
-                        r.uncertain(sent, unsettled);
+                        r.uncertain(sent, &unsettled);
                     }
                 }
                 continue;
@@ -476,17 +483,19 @@ async fn send_updates(
             // to tell: ours that applied carry our token.
             (_, []) => {
                 for s in sent {
-                    r.missed[s.item] = r.adopting[s.item].take();
+                    if let Some(Unnamed::InsertRefused(m)) = r.unnamed[s.item].take() {
+                        r.unnamed[s.item] = Some(Unnamed::AdoptionMissed(m));
+                    }
                 }
-                r.uncertain(sent, unsettled)
+                r.uncertain(sent, &unsettled)
             }
-            ([one], [e]) => r.refused(t, one.item, e.refusal(), unsettled(one)),
+            ([one], [e]) => r.refused(t, one.item, e.refusal(), unsettled.clone()),
             (_, errors) => {
                 // Which statements applied is not reliably reported (FerretDB 1.x stops at
                 // the first failure and reports it at index 0): the next read decides, and
                 // a refusal other than ours is pinned down one statement at a time.
                 r.one_by_one |= errors.iter().any(|e| e.refusal() != Refusal::Ours);
-                r.uncertain(sent, unsettled);
+                r.uncertain(sent, &unsettled);
             }
         }
     }
