@@ -25,7 +25,8 @@
 //! against its milliseconds of round trip.
 //!
 //! Run: `cargo bench --bench ingest` (smoke: `NK_BENCH_DOCS=500 NK_BENCH_REPS=1 cargo bench
-//! --bench ingest`). `NK_BENCH_BATCH` sets `upsert_many`'s batch size (default: the library's);
+//! --bench ingest`); on mongo-java-server: `NK_BENCH_ENGINE=java cargo bench --bench ingest`
+//! (or any engine through `MONGODB_URI`). `NK_BENCH_BATCH` sets `upsert_many`'s batch size (default: the library's);
 //! `NK_BENCH_SCENARIOS` (default `a,a2,c,d,b,e`) picks scenarios. No timing is asserted; only the
 //! wire counts are checked.
 
@@ -225,6 +226,11 @@ async fn main() {
         .await
         .database("nk_bench_ingest");
     plain.drop().await.unwrap();
+    let engine = natural_key::Deployment::detect(plain.client())
+        .await
+        .expect("the engine answers hello")
+        .engine()
+        .clone();
 
     let docs = corpus(n);
     let avg_bson = docs
@@ -233,8 +239,8 @@ async fn main() {
         .sum::<usize>() as f64
         / n as f64;
     eprintln!(
-        "ingest: {n} posts, {avg_bson:.0} B of BSON each on average, batch size {batch}, \
-         {reps} timed repetitions + 1 counted ((b): {naive_reps} counted and timed)"
+        "ingest on {engine:?}: {n} posts, {avg_bson:.0} B of BSON each on average, batch size \
+         {batch}, {reps} timed repetitions + 1 counted ((b): {naive_reps} counted and timed)"
     );
     let db_for = |rep: usize| if rep == 0 { &counted } else { &plain };
     let started = Instant::now();

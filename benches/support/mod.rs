@@ -22,17 +22,23 @@ pub fn invoked_by_cargo_bench() -> bool {
     std::env::args().any(|a| a == "--bench")
 }
 
-/// `MONGODB_URI`, or the URI printed last by `scripts/db up` (which starts FerretDB if needed).
+/// `MONGODB_URI`, or the URI printed last by `scripts/db up` (which starts the engine if
+/// needed): FerretDB, or mongo-java-server with `NK_BENCH_ENGINE=java`.
 pub fn uri() -> String {
     if let Ok(u) = std::env::var("MONGODB_URI") {
         if !u.is_empty() {
             return u;
         }
     }
+    let engine = match std::env::var("NK_BENCH_ENGINE").as_deref() {
+        Err(_) | Ok("" | "ferretdb") => "ferretdb",
+        Ok("java") => "java",
+        Ok(other) => panic!("NK_BENCH_ENGINE={other:?}: use ferretdb (the default) or java"),
+    };
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
     let out = Command::new("bash")
         .arg(&script)
-        .arg("up")
+        .args(["up", "--engine", engine])
         .output()
         .expect("run scripts/db up");
     assert!(
