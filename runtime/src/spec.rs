@@ -681,17 +681,7 @@ pub struct SpecAudit<'a> {
 }
 
 impl<'a> SpecAudit<'a> {
-    /// How many ids to keep per finding (default [`DEFAULT_SAMPLE`]).
-    pub fn sample(mut self, n: usize) -> Self {
-        self.sample = n;
-        self
-    }
-
-    /// Called with the running report after each batch read.
-    pub fn on_progress(mut self, f: impl FnMut(&AuditReport) + Send + 'a) -> Self {
-        self.progress = Some(Box::new(f));
-        self
-    }
+    crate::maintain::audit::audit_options!();
 }
 
 impl<'a> IntoFuture for SpecAudit<'a> {

@@ -160,18 +160,26 @@ pub struct Audit<'a, T: Send + Sync> {
     progress: Option<Progress<'a, AuditReport>>,
 }
 
-impl<'a, T: Send + Sync> Audit<'a, T> {
-    /// How many ids to keep per finding (default [`DEFAULT_SAMPLE`]).
-    pub fn sample(mut self, n: usize) -> Self {
-        self.sample = n;
-        self
-    }
+/// The options of both audits: of a type's collection, and of a [`KeySpec`](crate::KeySpec).
+macro_rules! audit_options {
+    () => {
+        /// How many ids to keep per finding (default [`DEFAULT_SAMPLE`](crate::DEFAULT_SAMPLE)).
+        pub fn sample(mut self, n: usize) -> Self {
+            self.sample = n;
+            self
+        }
 
-    /// Called with the running report after each batch read.
-    pub fn on_progress(mut self, f: impl FnMut(&AuditReport) + Send + 'a) -> Self {
-        self.progress = Some(Box::new(f));
-        self
-    }
+        /// Called with the running report after each batch read.
+        pub fn on_progress(mut self, f: impl FnMut(&AuditReport) + Send + 'a) -> Self {
+            self.progress = Some(Box::new(f));
+            self
+        }
+    };
+}
+pub(crate) use audit_options;
+
+impl<'a, T: Send + Sync> Audit<'a, T> {
+    audit_options!();
 }
 
 impl<T: NaturalKey + DeserializeOwned + Send + Sync> Collection<T> {
