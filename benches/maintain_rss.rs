@@ -6,7 +6,8 @@
 //! legacy documents, then `find`, `audit` and `adopt` each report seconds and `VmHWM`.
 //!
 //! Run: `cargo bench --bench maintain_rss`. Environment: `NK_MAINTAIN_DOCS` (comma-separated
-//! N, default `100000`), `MONGODB_URI` (else `scripts/db up`). No assertion on time or memory
+//! N, default `100000`), `NK_MAINTAIN_STEPS` (default `seed,find,audit,adopt`; steps may
+//! repeat, each ratio is to the `find` before it), `MONGODB_URI` (else `scripts/db up`). No assertion on time or memory
 //! beyond the counts; the numbers are printed. Under `cargo test --benches` it is a smoke pass
 //! of 2,000 documents.
 
@@ -141,13 +142,16 @@ fn main() {
     let smoke = !support::invoked_by_cargo_bench();
     let default = if smoke { "2000" } else { "100000" };
     let list = std::env::var("NK_MAINTAIN_DOCS").unwrap_or_else(|_| default.into());
+    // Steps may repeat: `seed,find,audit,find,audit` pairs each audit with the find before it.
+    let steps =
+        std::env::var("NK_MAINTAIN_STEPS").unwrap_or_else(|_| "seed,find,audit,adopt".into());
     let uri = support::uri();
     let exe = std::env::current_exe().unwrap();
     println!("| N | step | seconds | × find | peak RSS (VmHWM) | detail |");
     println!("|---:|---|---:|---:|---:|---|");
     for n in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let mut find_secs = None;
-        for step in ["seed", "find", "audit", "adopt"] {
+        for step in steps.split(',').map(str::trim) {
             eprintln!("maintain_rss: n={n} {step}");
             let out = Command::new(&exe)
                 .env("NK_MAINTAIN_STEP", step)

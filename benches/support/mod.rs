@@ -13,6 +13,8 @@ use natural_key::mongodb::event::EventHandler;
 use natural_key::mongodb::options::ClientOptions;
 use natural_key::mongodb::{Client, Collection};
 
+pub mod posts;
+
 #[path = "../../examples/common/mod.rs"]
 mod examples;
 

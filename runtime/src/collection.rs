@@ -121,6 +121,26 @@ impl<T: NaturalKey + DeserializeOwned + Send + Sync> Collection<T> {
         let identity = doc.identity()?.to_string();
         self.read_one(doc! { IDENTITY_FIELD: identity }).await
     }
+
+    /// What `upsert_many` computes on the client for a first ingest of `docs` (ids,
+    /// identities, hashes, the stored BSON, the `insert` commands), sending nothing; the
+    /// commands' total bytes. For `benches/client_cpu.rs`: not an API.
+    #[doc(hidden)]
+    pub fn __first_ingest_client_work(&self, docs: &[T]) -> Result<usize, Error> {
+        let prepared = docs
+            .iter()
+            .map(|d| crate::stored::Prepared::of(d, &self.target))
+            .collect::<Result<Vec<_>, _>>()?;
+        let items: Vec<_> = prepared.iter().collect();
+        let describe = |i: usize| docs[i].key_description();
+        let job = crate::upsert::Job {
+            t: &self.target,
+            mode: crate::action::WriteMode::default(),
+            fields: self.fields,
+            describe: &describe,
+        };
+        crate::upsert::first_ingest_commands(&job, &items)
+    }
 }
 
 /// Builder returned by [`Collection::open`] and [`Collection::new`]; `.await` it.

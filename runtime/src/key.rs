@@ -99,12 +99,12 @@ impl fmt::Display for KeyValue<'_> {
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
+    // Bytes first: pushing `char`s one by one costs a UTF-8 encoding each.
+    let mut out = Vec::with_capacity(bytes.len() * 2);
     for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
+        out.extend_from_slice(&[DIGITS[(b >> 4) as usize], DIGITS[(b & 15) as usize]]);
     }
-    s
+    String::from_utf8(out).expect("hex digits are ASCII")
 }
 
 /// A type that can be an identity key field (`#[key]`).
@@ -384,8 +384,10 @@ impl KeySink {
         // Checked before normalizing, so that the position is one in the text the caller
         // gave: lowercasing and NFC change byte lengths ("\u{1e9e}" -> "\u{df}"), and they
         // never add or remove a NUL, so the verdict is the same either way.
+        // `contains` is core's word-at-a-time memchr; the position is found only for the error.
         if let KeyValue::Str(s) = &v {
-            if let Some(position) = s.bytes().position(|b| b == 0) {
+            if s.as_bytes().contains(&0) {
+                let position = s.bytes().position(|b| b == 0).unwrap_or_default();
                 return Err(KeyError::NulByte { field, position });
             }
         }

@@ -17,6 +17,7 @@ mod maintain;
 pub mod metrics;
 mod op;
 mod outcome;
+mod raw;
 mod retry;
 mod spec;
 mod stored;

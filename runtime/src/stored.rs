@@ -170,11 +170,15 @@ impl NameError {
 /// never interpreted and are not checked.
 pub(crate) fn check_names(doc: &RawDocumentBuf, own_id: OwnId<'_>) -> Result<(), NameError> {
     let mut names = Vec::new();
-    for element in doc {
-        let (name, value) = element.map_err(NameError::Bson)?;
+    // Elements, not values: a value is parsed (its text validated) only where it matters.
+    for element in doc.iter_elements() {
+        let element = element.map_err(NameError::Bson)?;
+        let name = element.key();
         let id_is_ours = match own_id {
             OwnId::Derived => true,
-            OwnId::Carried(id) => value.as_str() != Some(id),
+            OwnId::Carried(id) => {
+                name != "_id" || element.value().map_err(NameError::Bson)?.as_str() != Some(id)
+            }
         };
         if let Some(problem) = name_problem(name, id_is_ours) {
             return Err(NameError::Name(name.to_string(), problem));

@@ -26,6 +26,7 @@ use crate::decide::{decide, Action, Sent, Stored};
 use crate::error::{classify, Error};
 use crate::op::{self, Refusal, Session, StoredIdentity, Target};
 use crate::outcome::UpsertOutcome;
+use crate::raw::{self, Value};
 use crate::stored::{name_problem, Prepared, HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
 
 /// How many read-decide-write rounds a document gets before [`Error::Contention`].
@@ -114,15 +115,7 @@ pub(crate) async fn upsert_batch(
 ) -> Result<Outcomes, Error> {
     debug_assert_eq!(memory.sent.len(), items.len());
     let token = memory.token.as_str();
-    let mut r = Rounds {
-        items,
-        results: (0..items.len()).map(|_| None).collect(),
-        sent: &mut memory.sent,
-        pending: (0..items.len()).collect(),
-        one_by_one: false,
-        planned: vec![None; items.len()],
-        unnamed: (0..items.len()).map(|_| None).collect(),
-    };
+    let mut r = Rounds::new(items, &mut memory.sent);
     for round in 0..MAX_ROUNDS {
         if r.pending.is_empty() {
             break;
@@ -143,6 +136,22 @@ pub(crate) async fn upsert_batch(
 }
 
 /// The results, with what is still unsettled after [`MAX_ROUNDS`] as [`Error::Contention`].
+/// The client's share of a first-ingest batch, sent nowhere: the plan `upsert_batch` makes
+/// for `items` when nothing is stored, up to its `insert` commands. Returns their bytes.
+/// `benches/client_cpu.rs` measures it against its floors.
+pub(crate) fn first_ingest_commands(job: &Job<'_>, items: &[&Prepared]) -> Result<usize, Error> {
+    let mut memory = Memory::new(items.len());
+    let mut r = Rounds::new(items, &mut memory.sent);
+    let (inserts, _) = plan(job, &mut r, &HashMap::new(), &memory.token)?;
+    let max = job.t.deployment.limits().max_documents;
+    let mut bytes = 0;
+    for (_, docs) in commands(job.t, &inserts, false, max) {
+        let cmd = op::write::command(job.t, "insert", "documents", &docs).map_err(classify)?;
+        bytes += cmd.as_bytes().len();
+    }
+    Ok(bytes)
+}
+
 pub(crate) fn or_contention<O>(
     results: Vec<Option<Result<O, Error>>>,
     t: &Target,
@@ -277,11 +286,12 @@ fn uncertain(token: &str, insert: bool) -> Sent {
 
 /// The document an `insert` carries: `_id`, the stored fields, and the write token.
 fn insert_document(p: &Prepared, token: &str) -> Result<RawDocumentBuf, Error> {
-    let mut doc = RawDocumentBuf::new();
-    doc.append("_id", p.id_text.as_str());
-    crate::stored::append_fields(&mut doc, &p.body, None).map_err(serialize)?;
-    doc.append(WRITE_FIELD, token);
-    Ok(doc)
+    raw::doc(&[
+        ("_id", Value::Str(&p.id_text)),
+        ("", Value::Fields(raw::fields(&p.body))),
+        (WRITE_FIELD, Value::Str(token)),
+    ])
+    .map_err(serialize)
 }
 
 /// One `update` statement: by `_id` (and `_nk_identity` on a sharded collection: its shard
@@ -305,9 +315,11 @@ fn statement(
     if let Some(hash) = stored_hash.filter(|_| job.t.deployment.compares_hash_in_update_filter()) {
         filter.append(HASH_FIELD, RawBson::try_from(hash).map_err(serialize)?);
     }
-    let mut body = RawDocumentBuf::new();
-    crate::stored::append_fields(&mut body, &p.body, None).map_err(serialize)?;
-    body.append(WRITE_FIELD, token);
+    let body = raw::doc(&[
+        ("", Value::Fields(raw::fields(&p.body))),
+        (WRITE_FIELD, Value::Str(token)),
+    ])
+    .map_err(serialize)?;
     let update = match job.mode {
         WriteMode::Merge => {
             let mut u = RawDocumentBuf::new();
@@ -342,7 +354,19 @@ fn serialize(e: impl std::fmt::Display) -> Error {
     Error::serialize::<RawDocumentBuf>(e)
 }
 
-impl Rounds<'_, '_> {
+impl<'p, 'm> Rounds<'p, 'm> {
+    fn new(items: &'p [&'p Prepared], sent: &'m mut [Option<Sent>]) -> Self {
+        Rounds {
+            items,
+            results: (0..items.len()).map(|_| None).collect(),
+            sent,
+            pending: (0..items.len()).collect(),
+            one_by_one: false,
+            planned: vec![None; items.len()],
+            unnamed: (0..items.len()).map(|_| None).collect(),
+        }
+    }
+
     /// Settles item `i` after the server refused its document or statement.
     fn refused(&mut self, t: &Target, i: usize, refusal: Refusal, sent: Sent) {
         if let Some(e) = refusal.permanent(t, self.items[i].id) {

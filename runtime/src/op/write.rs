@@ -2,13 +2,14 @@
 
 use std::ops::Range;
 
-use bson::{Document, RawArrayBuf, RawDocumentBuf};
+use bson::{Document, RawDocumentBuf};
 use serde::Deserialize;
 
 use ulid::Ulid;
 
 use super::{parse, Session, Target};
 use crate::error::{classify, server_code, Error};
+use crate::raw::Value;
 use crate::stored::{IDEMPOTENCY_FIELD, IDENTITY_FIELD};
 
 /// The reply of an `insert`, `update` or `delete` command (the fields natural-key reads).
@@ -197,18 +198,16 @@ pub(crate) fn command(
     field: &str,
     items: &[&RawDocumentBuf],
 ) -> Result<RawDocumentBuf, mongodb::error::Error> {
-    let mut payload = RawArrayBuf::new();
-    for item in items {
-        payload.push((*item).clone());
-    }
-    let mut cmd = RawDocumentBuf::new();
-    cmd.append(name, t.name.as_str());
-    cmd.append(field, payload);
-    cmd.append("ordered", false);
+    let items: Vec<&[u8]> = items.iter().map(|d| d.as_bytes()).collect();
+    let mut elements = vec![
+        (name, Value::Str(&t.name)),
+        (field, Value::Docs(&items)),
+        ("ordered", Value::Bool(false)),
+    ];
     if let Some(wc) = &t.write_concern {
-        cmd.append("writeConcern", wc.clone());
+        elements.push(("writeConcern", Value::Doc(wc.as_bytes())));
     }
-    Ok(cmd)
+    crate::raw::doc(&elements).map_err(mongodb::error::Error::custom)
 }
 
 /// One unordered `insert` of `docs`.
