@@ -20,7 +20,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use futures::TryStreamExt;
 use natural_key::bson::{self, doc, Document};
 use natural_key::mongodb::{self, Database};
 use natural_key::prelude::*;
@@ -406,15 +405,6 @@ impl Check {
     }
 }
 
-async fn all_docs(coll: &mongodb::Collection<Document>) -> Vec<Document> {
-    coll.find(doc! {})
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap()
-}
-
 /// Counts the keys stored more than once, and the extra documents.
 fn tally_duplicates(check: &mut Check, per_key: &HashMap<String, u64>) {
     for &n in per_key.values() {
@@ -429,7 +419,7 @@ async fn check_posts(coll: &mongodb::Collection<Document>, expected: &[Post]) ->
     let by_slug: HashMap<&str, &Post> = expected.iter().map(|p| (p.slug.as_str(), p)).collect();
     let mut check = Check::default();
     let mut per_slug: HashMap<String, u64> = HashMap::new();
-    for d in all_docs(coll).await {
+    for d in support::all_documents(coll).await {
         check.stored += 1;
         let slug = d.get_str("slug").unwrap_or("<none>").to_string();
         *per_slug.entry(slug.clone()).or_default() += 1;
@@ -463,7 +453,7 @@ async fn check_events(
         expected.iter().map(|e| (e.request.as_str(), e)).collect();
     let mut check = Check::default();
     let mut per_request: HashMap<String, u64> = HashMap::new();
-    for d in all_docs(coll).await {
+    for d in support::all_documents(coll).await {
         check.stored += 1;
         let request = d.get_str("request").unwrap_or("<none>").to_string();
         *per_request.entry(request.clone()).or_default() += 1;
@@ -897,7 +887,7 @@ async fn control_naive_retries_duplicate_under_lost_acks() {
     // Per slug, ignoring the natural-key checks (the naive documents have none of its fields).
     let mut check = Check::default();
     let mut per_slug: HashMap<String, u64> = HashMap::new();
-    for d in all_docs(&db.collection::<Document>("posts")).await {
+    for d in support::all_documents(&db.collection::<Document>("posts")).await {
         check.stored += 1;
         *per_slug
             .entry(d.get_str("slug").unwrap_or("<none>").to_string())
@@ -1270,14 +1260,7 @@ async fn a_retry_does_not_claim_a_document_another_writer_created() {
         ["insert:DropRequest", "insert:DropReplyAfterApply"],
         "A's two writes"
     );
-    let stored: Vec<Document> = direct
-        .collection::<Document>("posts")
-        .find(doc! {})
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let stored = support::all_documents(&direct.collection::<Document>("posts")).await;
     assert_eq!(stored.len(), 1);
     assert_eq!(
         stored[0].get_str("_id").unwrap(),

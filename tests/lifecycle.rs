@@ -46,19 +46,6 @@ fn random_ulid() -> Bson {
 }
 
 /// Every stored document, sorted by `_id` text, for before/after comparisons.
-async fn contents(raw: &natural_key::mongodb::Collection<Document>) -> Vec<Document> {
-    use futures::TryStreamExt;
-    let mut all: Vec<Document> = raw
-        .find(doc! {})
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    all.sort_by_key(|d| d.get("_id").unwrap().to_string());
-    all
-}
-
 /// A collection as years of the random-id recipe leave it, beside natural-key's own documents.
 struct Seeded {
     raw: natural_key::mongodb::Collection<Document>,
@@ -195,13 +182,13 @@ impl OldId for Post {
 #[tokio::test]
 async fn adopt_moves_merges_and_leaves_conflicts_to_a_policy() {
     let s = seeded("adopt").await;
-    let before = contents(&s.raw).await;
+    let before = support::all_documents(&s.raw).await;
 
     // A dry run computes everything and sends no write.
     let plan = s.posts.adopt().dry_run().mapping().await.unwrap();
     assert!(plan.dry_run);
     assert_eq!(s.commands.writes(), 0);
-    assert_eq!(contents(&s.raw).await, before, "a dry run changes nothing");
+    assert_eq!(support::all_documents(&s.raw).await, before, "a dry run changes nothing");
 
     let done = s.posts.adopt().mapping().await.unwrap();
     assert!(done.failures.is_empty(), "{:?}", done.failures);
@@ -394,13 +381,13 @@ async fn rekey_moves_a_document_to_its_corrected_id_once() {
     raw.insert_one(doc! {"_id": taken.to_string(), "_nk_identity": "f".repeat(64)})
         .await
         .unwrap();
-    let before = contents(&raw).await;
+    let before = support::all_documents(&raw).await;
     let e = posts.rekey(&a_corrected).await.unwrap_err();
     assert!(
         matches!(e, natural_key::Error::RekeyTargetTaken { id, .. } if id == taken),
         "{e:?}"
     );
-    assert_eq!(contents(&raw).await, before, "nothing written");
+    assert_eq!(support::all_documents(&raw).await, before, "nothing written");
     assert_eq!(
         posts.rekey(&post("nothing", "z")).await.unwrap(),
         natural_key::RekeyOutcome::NotFound

@@ -107,15 +107,7 @@ fn text(id: &Bson) -> String {
 
 /// Every document: one per identity, at its derived id, as expected.
 async fn assert_exact(db: &natural_key::mongodb::Database, expected: &Expected) {
-    use futures::TryStreamExt;
-    let raw = db.collection::<Document>("posts");
-    let all: Vec<Document> = raw
-        .find(doc! {})
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let all = support::all_documents(&db.collection::<Document>("posts")).await;
     assert_eq!(all.len(), expected.len(), "one document per identity");
     for d in all {
         let post: Post = natural_key::bson::from_document(d.clone()).unwrap();

@@ -159,3 +159,17 @@ pub fn database_name(test: &str) -> String {
     let bin = stem.split('-').next().unwrap();
     format!("nk_{bin}_{test}")
 }
+
+/// Every document of `coll`, sorted by `_id` (as text): what a test compares the end state by.
+pub async fn all_documents(coll: &natural_key::mongodb::Collection<Document>) -> Vec<Document> {
+    use futures::TryStreamExt;
+    let mut all: Vec<Document> = coll
+        .find(natural_key::bson::doc! {})
+        .await
+        .expect("find every document")
+        .try_collect()
+        .await
+        .expect("read every document");
+    all.sort_by_key(|d| d.get("_id").map(ToString::to_string));
+    all
+}
