@@ -233,6 +233,8 @@ const GATHER: usize = 256;
 /// SHA-256 behind a gathering buffer. The encoding arrives in many small pieces (a tag, a
 /// length, a short name) and every `Sha256::update` has a fixed cost, larger than copying a
 /// few bytes; gathered, the hasher mostly sees whole blocks. The bytes hashed are the same.
+/// Ids do not use it: their few pieces do not repay setting up the buffer (`benches/id.rs`,
+/// one loaded run: 1.36x the floor without, 1.77x with).
 struct Buffered {
     h: Sha256,
     len: usize,
@@ -267,6 +269,7 @@ impl Buffered {
         }
     }
 
+    #[inline]
     fn finish(mut self) -> ContentHash {
         self.h.update(&self.buf[..self.len]);
         ContentHash(self.h.finalize().into())

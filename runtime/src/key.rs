@@ -357,7 +357,9 @@ impl KeySink {
             // A namespace longer than u32::MAX cannot come from a string literal in practice;
             // the derive rejects it at compile time anyway.
             hash.update((namespace.len() as u32).to_be_bytes());
-            hash.update(namespace.as_bytes());
+            if !namespace.is_empty() {
+                hash.update(namespace.as_bytes());
+            }
         }
         KeySink {
             scheme,
