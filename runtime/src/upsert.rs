@@ -135,7 +135,6 @@ pub(crate) async fn upsert_batch(
     Ok(or_contention(r.results, job.t, |i| items[i].id))
 }
 
-/// The results, with what is still unsettled after [`MAX_ROUNDS`] as [`Error::Contention`].
 /// The client's share of a first-ingest batch, sent nowhere: the plan `upsert_batch` makes
 /// for `items` when nothing is stored, up to its `insert` commands. Returns their bytes.
 /// `benches/client_cpu.rs` measures it against its floors.
@@ -152,6 +151,7 @@ pub(crate) fn first_ingest_commands(job: &Job<'_>, items: &[&Prepared]) -> Resul
     Ok(bytes)
 }
 
+/// The results, with what is still unsettled after [`MAX_ROUNDS`] as [`Error::Contention`].
 pub(crate) fn or_contention<O>(
     results: Vec<Option<Result<O, Error>>>,
     t: &Target,
