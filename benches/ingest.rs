@@ -400,7 +400,12 @@ async fn main() {
                 row.secs.push(t.as_secs_f64());
             }
         }
-        let mut ratios: Vec<f64> = row.secs.iter().zip(&row0.secs).map(|(d, f)| d / f).collect();
+        let mut ratios: Vec<f64> = row
+            .secs
+            .iter()
+            .zip(&row0.secs)
+            .map(|(d, f)| d / f)
+            .collect();
         ratios.sort_by(|a, b| a.partial_cmp(b).unwrap());
         println!(
             "(d)/(d0) per repetition, sorted: {} (median {:.2}; target <= 1.2)",

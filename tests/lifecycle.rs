@@ -188,7 +188,11 @@ async fn adopt_moves_merges_and_leaves_conflicts_to_a_policy() {
     let plan = s.posts.adopt().dry_run().mapping().await.unwrap();
     assert!(plan.dry_run);
     assert_eq!(s.commands.writes(), 0);
-    assert_eq!(support::all_documents(&s.raw).await, before, "a dry run changes nothing");
+    assert_eq!(
+        support::all_documents(&s.raw).await,
+        before,
+        "a dry run changes nothing"
+    );
 
     let done = s.posts.adopt().mapping().await.unwrap();
     assert!(done.failures.is_empty(), "{:?}", done.failures);
@@ -387,7 +391,11 @@ async fn rekey_moves_a_document_to_its_corrected_id_once() {
         matches!(e, natural_key::Error::RekeyTargetTaken { id, .. } if id == taken),
         "{e:?}"
     );
-    assert_eq!(support::all_documents(&raw).await, before, "nothing written");
+    assert_eq!(
+        support::all_documents(&raw).await,
+        before,
+        "nothing written"
+    );
     assert_eq!(
         posts.rekey(&post("nothing", "z")).await.unwrap(),
         natural_key::RekeyOutcome::NotFound

@@ -55,4 +55,3 @@ pub fn corpus(n: usize) -> Vec<Post> {
         })
         .collect()
 }
-

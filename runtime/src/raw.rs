@@ -98,7 +98,12 @@ fn index_key(out: &mut Vec<u8>, i: usize) {
 /// Writes the document of these elements. Keys are the library's own names or a body's
 /// already-checked names: none holds a NUL.
 pub(crate) fn doc(elements: &[(&str, Value<'_>)]) -> Result<RawDocumentBuf, Unwritable> {
-    let total = 4 + elements.iter().map(|(k, v)| element_len(k, v)).sum::<usize>() + 1;
+    let total = 4
+        + elements
+            .iter()
+            .map(|(k, v)| element_len(k, v))
+            .sum::<usize>()
+        + 1;
     let mut out = Vec::with_capacity(total);
     out.extend_from_slice(&length(total)?);
     for (k, v) in elements {
@@ -147,7 +152,9 @@ mod tests {
     #[test]
     fn writes_what_append_writes() {
         let body = rawdoc! { "a": 1, "b": "two", "c": { "d": [1, 2] } };
-        let items: Vec<RawDocumentBuf> = (0..120).map(|i| rawdoc! { "i": i, "s": "x".repeat(i as usize) }).collect();
+        let items: Vec<RawDocumentBuf> = (0..120)
+            .map(|i| rawdoc! { "i": i, "s": "x".repeat(i as usize) })
+            .collect();
         for n in [0, 1, 10, 11, 120] {
             let refs: Vec<&[u8]> = items[..n].iter().map(|d| d.as_bytes()).collect();
             let wc = rawdoc! { "w": "majority" };
