@@ -148,6 +148,18 @@ struct Row {
     wire: WireCounts,
 }
 
+/// Prints the per-repetition ratios x/y of two alternated scenarios, sorted, and their median.
+fn print_paired(label: &str, x: &[f64], y: &[f64], note: &str) {
+    let mut ratios: Vec<f64> = x.iter().zip(y).map(|(x, y)| x / y).collect();
+    ratios.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let list: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+    println!(
+        "{label} per repetition, sorted: {} (median {:.2}{note})",
+        list.join(", "),
+        median(&ratios)
+    );
+}
+
 /// An empty collection `name`, opened (indexes created).
 async fn fresh(db: &Database, name: &str) -> Collection<Post> {
     let coll = db.collection::<Post>(name);
@@ -292,17 +304,7 @@ async fn main() {
             if x.secs.is_empty() || y.secs.is_empty() {
                 continue;
             }
-            let mut ratios: Vec<f64> = x.secs.iter().zip(&y.secs).map(|(x, y)| x / y).collect();
-            ratios.sort_by(|a, b| a.partial_cmp(b).unwrap());
-            println!(
-                "{label} per repetition, sorted: {} (median {:.2})",
-                ratios
-                    .iter()
-                    .map(|r| format!("{r:.2}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                median(&ratios)
-            );
+            print_paired(label, &x.secs, &y.secs, "");
         }
         drop_collection(&plain.collection::<RandomPost>("a")).await;
         drop_collection(&plain.collection::<Document>("a2")).await;
@@ -400,22 +402,7 @@ async fn main() {
                 row.secs.push(t.as_secs_f64());
             }
         }
-        let mut ratios: Vec<f64> = row
-            .secs
-            .iter()
-            .zip(&row0.secs)
-            .map(|(d, f)| d / f)
-            .collect();
-        ratios.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        println!(
-            "(d)/(d0) per repetition, sorted: {} (median {:.2}; target <= 1.2)",
-            ratios
-                .iter()
-                .map(|r| format!("{r:.2}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            median(&ratios)
-        );
+        print_paired("(d)/(d0)", &row.secs, &row0.secs, "; target <= 1.2");
         rows.push(row0);
         rows.push(row);
     }
