@@ -9,7 +9,7 @@ const DOCUMENT: u8 = 0x03;
 const ARRAY: u8 = 0x04;
 const BOOLEAN: u8 = 0x08;
 
-/// A value [`Doc`] can write.
+/// A value [`doc`] can write.
 pub(crate) enum Value<'a> {
     Str(&'a str),
     /// A whole document's bytes.
@@ -28,14 +28,24 @@ pub(crate) fn fields(doc: &RawDocumentBuf) -> &[u8] {
     &b[4..b.len() - 1]
 }
 
-/// Digits of an array index (BSON arrays are documents keyed "0", "1", ...).
-fn index_len(mut i: usize) -> usize {
-    let mut n = 1;
-    while i >= 10 {
+/// The decimal digits of an array index, right-aligned in the buffer, and where they start
+/// (BSON arrays are documents keyed "0", "1", ...).
+fn digits(mut i: usize) -> ([u8; 20], usize) {
+    let mut d = [0u8; 20];
+    let mut k = d.len();
+    loop {
+        k -= 1;
+        d[k] = b'0' + (i % 10) as u8;
         i /= 10;
-        n += 1;
+        if i == 0 {
+            return (d, k);
+        }
     }
-    n
+}
+
+fn index_len(i: usize) -> usize {
+    let (d, k) = digits(i);
+    d.len() - k
 }
 
 fn element_len(key: &str, v: &Value<'_>) -> usize {
@@ -80,18 +90,9 @@ fn key(out: &mut Vec<u8>, t: u8, key: &str) {
 }
 
 fn index_key(out: &mut Vec<u8>, i: usize) {
+    let (d, k) = digits(i);
     out.push(DOCUMENT);
-    let mut digits = [0u8; 20];
-    let (mut i, mut k) = (i, digits.len());
-    loop {
-        k -= 1;
-        digits[k] = b'0' + (i % 10) as u8;
-        i /= 10;
-        if i == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[k..]);
+    out.extend_from_slice(&d[k..]);
     out.push(0);
 }
 
