@@ -45,10 +45,6 @@ fn floors(p: &Post) -> ([u8; 32], [u8; 32], usize) {
     )
 }
 
-fn per_doc_ns(secs: f64, docs: usize, rounds: usize) -> f64 {
-    secs * 1e9 / (docs * rounds) as f64
-}
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let bench = support::invoked_by_cargo_bench();
@@ -61,80 +57,60 @@ async fn main() {
         .expect("open the handle");
     let docs = corpus(n);
     // The floor hashes the bytes the id hashes: the same identity, or the comparison is moot.
+    let mut bson_bytes = 0;
     for p in &docs {
-        assert_eq!(floors(p).0, *p.identity().unwrap().as_bytes());
+        let (key, _, len) = floors(p);
+        assert_eq!(key, *p.identity().unwrap().as_bytes());
+        bson_bytes += len;
     }
+    let avg_bson = bson_bytes as f64 / n as f64;
     let bytes = coll.__first_ingest_client_work(&docs).expect("client work");
-    let avg_bson = docs.iter().map(|p| floors(p).2).sum::<usize>() as f64 / n as f64;
     println!(
         "client_cpu on {:?}: {n} posts of {avg_bson:.0} B of BSON, insert commands {bytes} B, \
          {rounds} rounds",
         coll.deployment().engine(),
     );
 
-    let work = || black_box(coll.__first_ingest_client_work(black_box(&docs)).unwrap());
+    let work = || {
+        black_box(coll.__first_ingest_client_work(black_box(&docs)).unwrap());
+    };
     let floor = || {
         for p in black_box(&docs) {
             black_box(floors(p));
         }
     };
-    // Parts of the work, for the table: each over the same posts.
-    let parts: [(&str, &dyn Fn()); 3] = [
-        ("id() + identity", &|| {
+    let (p10, p50, p90) = support::paired_ratio(rounds, 1, work, floor);
+    // Per document: the two sides, then the parts of the work, each over the same posts.
+    let lines: [(&str, &dyn Fn()); 5] = [
+        ("client work", &work),
+        ("floors", &floor),
+        ("  id() + identity", &|| {
             for p in black_box(&docs) {
                 black_box(p.identity().unwrap());
                 black_box(p.id().unwrap());
             }
         }),
-        ("content_hash()", &|| {
+        ("  content_hash()", &|| {
             for p in black_box(&docs) {
                 black_box(p.content_hash().unwrap());
             }
         }),
-        ("bson::to_raw_document_buf", &|| {
+        ("  bson::to_raw_document_buf", &|| {
             for p in black_box(&docs) {
                 black_box(bson::to_raw_document_buf(p).unwrap());
             }
         }),
     ];
-    let (mut t_work, mut t_floor) = (0.0, 0.0);
-    let mut ratios = Vec::with_capacity(rounds);
-    for _ in 0..rounds {
+    let reps = rounds.div_ceil(3);
+    for (name, f) in lines {
         let t = Instant::now();
-        work();
-        let a = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        floor();
-        let b = t.elapsed().as_secs_f64();
-        t_work += a;
-        t_floor += b;
-        ratios.push(a / b);
-    }
-    ratios.sort_by(|x, y| x.partial_cmp(y).unwrap());
-    let q = |p: f64| ratios[((ratios.len() - 1) as f64 * p).round() as usize];
-    println!(
-        "  client work        {:>8.0} ns/doc",
-        per_doc_ns(t_work, n, rounds)
-    );
-    println!(
-        "  floors             {:>8.0} ns/doc",
-        per_doc_ns(t_floor, n, rounds)
-    );
-    for (name, f) in parts {
-        let t = Instant::now();
-        for _ in 0..rounds.div_ceil(3) {
+        for _ in 0..reps {
             f();
         }
-        let secs = t.elapsed().as_secs_f64();
-        println!(
-            "    {name:<26} {:>8.0} ns/doc",
-            per_doc_ns(secs, n, rounds.div_ceil(3))
-        );
+        let ns = t.elapsed().as_secs_f64() * 1e9 / (n * reps) as f64;
+        println!("  {name:<28} {ns:>8.0} ns/doc");
     }
     println!(
-        "client work / floors, paired: median {:.2}x (p10 {:.2}, p90 {:.2}); target <= 1.3x",
-        q(0.5),
-        q(0.1),
-        q(0.9)
+        "client work / floors, paired: median {p50:.2}x (p10 {p10:.2}, p90 {p90:.2}); target <= 1.3x"
     );
 }
