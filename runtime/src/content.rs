@@ -10,7 +10,6 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::ser::{self, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::error::Error;
 
@@ -112,11 +111,11 @@ impl<'de> serde::Deserialize<'de> for ContentHash {
 ///            natural_key_runtime::canonical_hash(&b).unwrap());
 /// ```
 pub fn canonical_hash<T: Serialize + ?Sized>(value: &T) -> Result<ContentHash, Error> {
-    let mut h = Buffered::new(PREFIX_V1);
+    let mut h = START_V1;
     value
         .serialize(&mut Canon { out: &mut h })
         .map_err(Error::serialize::<T>)?;
-    Ok(h.finish())
+    Ok(ContentHash(h.finish()))
 }
 
 /// Streams a document's hashed fields; generated `content_hash` code drives it.
@@ -133,7 +132,7 @@ impl Default for ContentHasher {
 
 impl ContentHasher {
     pub fn new() -> Self {
-        let mut h = Buffered::new(PREFIX_V1);
+        let mut h = START_V1;
         h.put(&[tag::STRUCT]);
         ContentHasher { h }
     }
@@ -151,7 +150,7 @@ impl ContentHasher {
 
     pub fn finish(mut self) -> ContentHash {
         self.h.put(&[tag::STRUCT_END]);
-        self.h.finish()
+        ContentHash(self.h.finish())
     }
 }
 
@@ -211,9 +210,9 @@ pub fn content_hash_v2<T: Serialize + ?Sized>(
     doc: &T,
     skip: &[&str],
 ) -> Result<ContentHash, Error> {
-    let mut h = Buffered::new(PREFIX_V2);
+    let mut h = START_V2;
     write_v2(&mut h, doc, skip).map_err(Error::serialize::<T>)?;
-    Ok(h.finish())
+    Ok(ContentHash(h.finish()))
 }
 
 fn write_v2<S: Sink, T: Serialize + ?Sized>(out: &mut S, doc: &T, skip: &[&str]) -> R {
@@ -227,65 +226,19 @@ trait Sink {
     fn put(&mut self, bytes: &[u8]);
 }
 
-/// Bytes of encoding gathered before SHA-256 sees them: four blocks.
-const GATHER: usize = 256;
+/// SHA-256 of the encoding, which arrives in many small pieces (a tag, a length, a short
+/// name): gathered in four blocks before they are compressed, so that the per-piece cost is a
+/// copy (`crate::sha`).
+type Buffered = crate::sha::Sha256<4>;
 
-/// SHA-256 behind a gathering buffer. The encoding arrives in many small pieces (a tag, a
-/// length, a short name) and every `Sha256::update` has a fixed cost, larger than copying a
-/// few bytes; gathered, the hasher mostly sees whole blocks. The bytes hashed are the same.
-/// Ids do not use it: their few pieces do not repay setting up the buffer (`benches/id.rs`,
-/// one loaded run: 1.36x the floor without, 1.77x with).
-struct Buffered {
-    h: Sha256,
-    len: usize,
-    buf: [u8; GATHER],
-}
-
-impl Buffered {
-    #[inline]
-    fn new(prefix: &[u8]) -> Self {
-        let mut b = Buffered {
-            h: Sha256::new(),
-            len: 0,
-            buf: [0; GATHER],
-        };
-        b.put(prefix);
-        b
-    }
-
-    /// A piece that does not fit: fill the buffer, hash it, and hash a long rest directly.
-    #[inline(never)]
-    fn spill(&mut self, mut bytes: &[u8]) {
-        let room = GATHER - self.len;
-        self.buf[self.len..].copy_from_slice(&bytes[..room]);
-        self.h.update(self.buf);
-        bytes = &bytes[room..];
-        if bytes.len() >= GATHER {
-            self.h.update(bytes);
-            self.len = 0;
-        } else {
-            self.buf[..bytes.len()].copy_from_slice(bytes);
-            self.len = bytes.len();
-        }
-    }
-
-    #[inline]
-    fn finish(mut self) -> ContentHash {
-        self.h.update(&self.buf[..self.len]);
-        ContentHash(self.h.finalize().into())
-    }
-}
+/// The hashers of each version after its prefix, built at compile time.
+const START_V1: Buffered = Buffered::with_prefix(PREFIX_V1);
+const START_V2: Buffered = Buffered::with_prefix(PREFIX_V2);
 
 impl Sink for Buffered {
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
-        let end = self.len + bytes.len();
-        if end <= GATHER {
-            self.buf[self.len..end].copy_from_slice(bytes);
-            self.len = end;
-        } else {
-            self.spill(bytes);
-        }
+        self.update(bytes)
     }
 }
 impl Sink for Vec<u8> {
@@ -748,6 +701,7 @@ impl<S: Sink> ser::SerializeMap for MapCanon<'_, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
     use std::collections::{BTreeMap, HashMap};
 
     #[test]
@@ -959,24 +913,6 @@ mod tests {
         );
         let ints: BTreeMap<u8, u8> = [(1, 1)].into();
         assert_eq!(v2_body(&ints, &["\u{1}"]), v2_body(&ints, &[]));
-    }
-
-    proptest::proptest! {
-        /// Gathering changes nothing hashed: pieces of any length, across every boundary.
-        #[test]
-        fn buffered_hashes_the_bytes_it_is_given(
-            pieces in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..700), 0..40),
-            prefix in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
-        ) {
-            let mut b = Buffered::new(&prefix);
-            let mut h = Sha256::new();
-            h.update(&prefix);
-            for p in &pieces {
-                b.put(p);
-                h.update(p);
-            }
-            proptest::prop_assert_eq!(b.finish(), ContentHash(h.finalize().into()));
-        }
     }
 
     #[test]

@@ -6,16 +6,20 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use sha2::{Digest, Sha256};
 use ulid::Ulid;
 
 use crate::error::KeyError;
+use crate::sha::Sha256;
 
 /// The largest timestamp a ULID can carry: 2^48 - 1 ms since the Unix epoch.
 pub const MAX_TIMESTAMP_MS: u64 = (1 << 48) - 1;
 
 /// Domain-separation prefix of the default scheme; never changes for scheme v1.
 const DEFAULT_PREFIX: &[u8] = b"natural-key/v1\0";
+
+/// The default scheme's hasher after the prefix and an empty namespace (its `u32` length, 0):
+/// where most ids start.
+const DEFAULT_NO_NAMESPACE: Sha256 = Sha256::with_prefix(b"natural-key/v1\0\0\0\0\0");
 
 /// A key field's value in the form the id scheme hashes.
 ///
@@ -48,6 +52,7 @@ pub enum KeyValue<'a> {
 
 impl KeyValue<'_> {
     /// Type tag of the default scheme (docs/id-scheme.md).
+    #[inline(always)]
     fn tag(&self) -> u8 {
         match self {
             KeyValue::None => 0x00,
@@ -61,6 +66,7 @@ impl KeyValue<'_> {
     }
 
     /// Calls `f` with the default scheme's payload bytes (no allocation for the common types).
+    #[inline(always)]
     fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
         match self {
             KeyValue::None => f(&[]),
@@ -351,16 +357,18 @@ pub struct KeySink {
 impl KeySink {
     #[inline]
     pub(crate) fn new(scheme: Scheme, describe: bool) -> Self {
-        let mut hash = Sha256::new();
-        if let Scheme::Default { namespace } = scheme {
-            hash.update(DEFAULT_PREFIX);
-            // A namespace longer than u32::MAX cannot come from a string literal in practice;
-            // the derive rejects it at compile time anyway.
-            hash.update((namespace.len() as u32).to_be_bytes());
-            if !namespace.is_empty() {
+        let hash = match scheme {
+            Scheme::Default { namespace: "" } => DEFAULT_NO_NAMESPACE,
+            Scheme::Default { namespace } => {
+                let mut hash = Sha256::with_prefix(DEFAULT_PREFIX);
+                // A namespace longer than u32::MAX cannot come from a string literal in
+                // practice; the derive rejects it at compile time anyway.
+                hash.update(&(namespace.len() as u32).to_be_bytes());
                 hash.update(namespace.as_bytes());
+                hash
             }
-        }
+            Scheme::Joined { .. } => Sha256::with_prefix(&[]),
+        };
         KeySink {
             scheme,
             fields: 0,
@@ -369,9 +377,9 @@ impl KeySink {
         }
     }
 
-    #[inline]
-    pub(crate) fn finish(self) -> [u8; 32] {
-        self.hash.finalize().into()
+    #[inline(always)]
+    pub(crate) fn finish(&mut self) -> [u8; 32] {
+        self.hash.finish()
     }
 
     /// Adds one key field.
@@ -412,10 +420,7 @@ impl KeySink {
                         field,
                         len: b.len(),
                     })?;
-                    let mut head = [tag, 0, 0, 0, 0];
-                    head[1..].copy_from_slice(&len.to_be_bytes());
-                    h.update(head);
-                    h.update(b);
+                    h.update_field(tag, len, b);
                     Ok::<(), KeyError>(())
                 })?;
             }

@@ -19,6 +19,7 @@ mod op;
 mod outcome;
 mod raw;
 mod retry;
+mod sha;
 mod spec;
 mod stored;
 mod traits;
