@@ -56,7 +56,10 @@ impl ContentHash {
 
 impl fmt::Display for ContentHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&crate::key::hex(&self.0))
+        // On the stack: every stored hash and identity is this text, once per document.
+        let mut digits = [0u8; 64];
+        crate::key::hex_into(&self.0, &mut digits);
+        f.write_str(std::str::from_utf8(&digits).expect("hex digits are ASCII"))
     }
 }
 

@@ -169,7 +169,12 @@ impl NameError {
 /// operator (`$`), empty, one of the library's names or a repeat. Names inside values are
 /// never interpreted and are not checked.
 pub(crate) fn check_names(doc: &RawDocumentBuf, own_id: OwnId<'_>) -> Result<(), NameError> {
-    let mut names = Vec::new();
+    // A document's names are usually few: they are gathered on the stack, and only a document
+    // with more than `FEW` of them allocates (once per document written, so it shows).
+    const FEW: usize = 32;
+    let mut few = [""; FEW];
+    let mut many = Vec::new();
+    let mut n = 0;
     // Elements, not values: a value is parsed (its text validated) only where it matters.
     for element in doc.iter_elements() {
         let element = element.map_err(NameError::Bson)?;
@@ -183,8 +188,21 @@ pub(crate) fn check_names(doc: &RawDocumentBuf, own_id: OwnId<'_>) -> Result<(),
         if let Some(problem) = name_problem(name, id_is_ours) {
             return Err(NameError::Name(name.to_string(), problem));
         }
-        names.push(name);
+        if n < FEW {
+            few[n] = name;
+        } else {
+            if many.is_empty() {
+                many.extend_from_slice(&few);
+            }
+            many.push(name);
+        }
+        n += 1;
     }
+    let names = if n <= FEW {
+        &mut few[..n]
+    } else {
+        &mut many[..]
+    };
     names.sort_unstable();
     match names.windows(2).find(|w| w[0] == w[1]) {
         Some(w) => Err(NameError::Name(
@@ -278,4 +296,35 @@ pub(crate) fn struct_fields<T: serde::de::DeserializeOwned>() -> Option<&'static
     let mut probe = Probe(None);
     let _ = T::deserialize(&mut probe);
     probe.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A repeated name is found wherever its twin stands, below, at and beyond the names
+    /// gathered on the stack; distinct names pass.
+    #[test]
+    fn a_repeated_name_is_found_among_any_number_of_names() {
+        for n in [1, 2, 31, 32, 33, 40, 70] {
+            let mut doc = RawDocumentBuf::new();
+            for i in 0..n {
+                doc.append(format!("f{i}"), i);
+            }
+            assert!(
+                check_names(&doc, OwnId::Derived).is_ok(),
+                "{n} distinct names"
+            );
+            for twin in 0..n {
+                let mut repeated = doc.clone();
+                repeated.append(format!("f{twin}"), 0);
+                match check_names(&repeated, OwnId::Derived) {
+                    Err(NameError::Name(name, FieldNameProblem::Repeated)) => {
+                        assert_eq!(name, format!("f{twin}"), "{n} names")
+                    }
+                    other => panic!("{n} names, f{twin} twice: {other:?}"),
+                }
+            }
+        }
+    }
 }
