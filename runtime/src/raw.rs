@@ -10,6 +10,7 @@ const ARRAY: u8 = 0x04;
 const BOOLEAN: u8 = 0x08;
 
 /// A value [`doc`] can write.
+#[derive(Clone, Copy)]
 pub(crate) enum Value<'a> {
     Str(&'a str),
     /// A whole document's bytes.
@@ -17,9 +18,51 @@ pub(crate) enum Value<'a> {
     /// The elements of a document (its bytes without the length and the final NUL), spliced
     /// in at the top level: a stored body's fields.
     Fields(&'a [u8]),
-    /// An array of whole documents' bytes.
-    Docs(&'a [&'a [u8]]),
+    /// An array of documents.
+    Docs(&'a [Item<'a>]),
     Bool(bool),
+}
+
+/// A document in an array [`doc`] writes: whole bytes, or elements written in place. An
+/// insert's document goes into its command as elements (`_id`, a stored body's fields, the
+/// write token), so the body is copied once per write, into the command.
+#[derive(Clone, Copy)]
+pub(crate) enum Item<'a> {
+    Bytes(&'a [u8]),
+    Elements(&'a [(&'a str, Value<'a>)]),
+}
+
+impl Item<'_> {
+    /// Its bytes' length once written.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Item::Bytes(b) => b.len(),
+            Item::Elements(e) => doc_len(e),
+        }
+    }
+}
+
+/// What a command can carry as one of its documents.
+pub(crate) trait ToItem {
+    fn item(&self) -> Item<'_>;
+}
+
+impl ToItem for RawDocumentBuf {
+    fn item(&self) -> Item<'_> {
+        Item::Bytes(self.as_bytes())
+    }
+}
+
+impl<const N: usize> ToItem for [(&str, Value<'_>); N] {
+    fn item(&self) -> Item<'_> {
+        Item::Elements(self)
+    }
+}
+
+impl<T: ToItem + ?Sized> ToItem for &T {
+    fn item(&self) -> Item<'_> {
+        (**self).item()
+    }
 }
 
 /// The elements of `doc`: its bytes without the 4-byte length and the final NUL.
@@ -96,51 +139,68 @@ fn index_key(out: &mut Vec<u8>, i: usize) {
     out.push(0);
 }
 
+/// The length of the document of these elements.
+fn doc_len(elements: &[(&str, Value<'_>)]) -> usize {
+    4 + elements
+        .iter()
+        .map(|(k, v)| element_len(k, v))
+        .sum::<usize>()
+        + 1
+}
+
 /// Writes the document of these elements. Keys are the library's own names or a body's
 /// already-checked names: none holds a NUL.
 pub(crate) fn doc(elements: &[(&str, Value<'_>)]) -> Result<RawDocumentBuf, Unwritable> {
-    let total = 4
-        + elements
-            .iter()
-            .map(|(k, v)| element_len(k, v))
-            .sum::<usize>()
-        + 1;
+    let total = doc_len(elements);
     let mut out = Vec::with_capacity(total);
-    out.extend_from_slice(&length(total)?);
+    write_doc(&mut out, elements, total)?;
+    debug_assert_eq!(out.len(), total);
+    RawDocumentBuf::from_bytes(out).map_err(|e| Unwritable(e.to_string()))
+}
+
+/// Appends the document of `elements`, `len` bytes long (its [`doc_len`]).
+fn write_doc(
+    out: &mut Vec<u8>,
+    elements: &[(&str, Value<'_>)],
+    len: usize,
+) -> Result<(), Unwritable> {
+    out.extend_from_slice(&length(len)?);
     for (k, v) in elements {
         match v {
             Value::Str(s) => {
-                key(&mut out, STRING, k);
+                key(out, STRING, k);
                 out.extend_from_slice(&length(s.len() + 1)?);
                 out.extend_from_slice(s.as_bytes());
                 out.push(0);
             }
             Value::Doc(d) => {
-                key(&mut out, DOCUMENT, k);
+                key(out, DOCUMENT, k);
                 out.extend_from_slice(d);
             }
             Value::Fields(f) => out.extend_from_slice(f),
             Value::Docs(ds) => {
-                key(&mut out, ARRAY, k);
+                key(out, ARRAY, k);
                 let start = out.len();
                 out.extend_from_slice(&[0; 4]);
                 for (i, d) in ds.iter().enumerate() {
-                    index_key(&mut out, i);
-                    out.extend_from_slice(d);
+                    index_key(out, i);
+                    match d {
+                        Item::Bytes(b) => out.extend_from_slice(b),
+                        Item::Elements(e) => write_doc(out, e, doc_len(e))?,
+                    }
                 }
                 out.push(0);
                 let len = length(out.len() - start)?;
                 out[start..start + 4].copy_from_slice(&len);
             }
             Value::Bool(b) => {
-                key(&mut out, BOOLEAN, k);
+                key(out, BOOLEAN, k);
                 out.push(*b as u8);
             }
         }
     }
     out.push(0);
-    debug_assert_eq!(out.len(), total);
-    RawDocumentBuf::from_bytes(out).map_err(|e| Unwritable(e.to_string()))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -148,8 +208,8 @@ mod tests {
     use super::*;
     use bson::{rawdoc, RawArrayBuf};
 
-    /// The bytes are `RawDocumentBuf::append`'s, for every kind of value and arrays long
-    /// enough for two- and three-digit keys.
+    /// The bytes are `RawDocumentBuf::append`'s, for every kind of value, arrays long enough
+    /// for two- and three-digit keys, and documents given as bytes or as elements.
     #[test]
     fn writes_what_append_writes() {
         let body = rawdoc! { "a": 1, "b": "two", "c": { "d": [1, 2] } };
@@ -157,7 +217,17 @@ mod tests {
             .map(|i| rawdoc! { "i": i, "s": "x".repeat(i as usize) })
             .collect();
         for n in [0, 1, 10, 11, 120] {
-            let refs: Vec<&[u8]> = items[..n].iter().map(|d| d.as_bytes()).collect();
+            // Every other document as its elements (its fields spliced in), written in place.
+            let parts: Vec<[(&str, Value<'_>); 1]> = items[..n]
+                .iter()
+                .map(|d| [("", Value::Fields(fields(d)))])
+                .collect();
+            let refs: Vec<Item<'_>> = (0..n)
+                .map(|i| match i % 2 {
+                    0 => items[i].item(),
+                    _ => parts[i].item(),
+                })
+                .collect();
             let wc = rawdoc! { "w": "majority" };
             let ours = doc(&[
                 ("insert", Value::Str("coll\u{e9}")),

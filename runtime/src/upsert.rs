@@ -26,7 +26,7 @@ use crate::decide::{decide, Action, Sent, Stored};
 use crate::error::{classify, Error};
 use crate::op::{self, Refusal, Session, StoredIdentity, Target};
 use crate::outcome::UpsertOutcome;
-use crate::raw::{self, Value};
+use crate::raw::{self, ToItem, Value};
 use crate::stored::{name_problem, Prepared, HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
 
 /// How many read-decide-write rounds a document gets before [`Error::Contention`].
@@ -98,10 +98,16 @@ enum Unnamed {
 type View = Option<(Bson, Option<Bson>)>;
 
 /// One statement or document to send for item `item`.
-struct Outgoing {
+struct Outgoing<D> {
     item: usize,
-    doc: RawDocumentBuf,
+    doc: D,
 }
+
+/// An insert's document, written into its command in place ([`insert_document`]).
+type InsertDoc<'a> = [(&'a str, Value<'a>); 3];
+
+/// A round's inserts and update statements.
+type Plan<'p> = (Vec<Outgoing<InsertDoc<'p>>>, Vec<Outgoing<RawDocumentBuf>>);
 
 /// Decides and writes one batch; one result per item. `Err` only for a failure of the whole
 /// batch (network, ...), which the caller may retry with the same `memory`: the batch is
@@ -197,12 +203,12 @@ async fn read(
 
 /// Decides every pending item: settles what needs no write, and returns the `insert`
 /// documents and `update` statements for the rest.
-fn plan(
+fn plan<'p>(
     job: &Job<'_>,
-    r: &mut Rounds<'_, '_>,
+    r: &mut Rounds<'p, '_>,
     stored: &HashMap<String, StoredIdentity>,
-    token: &str,
-) -> Result<(Vec<Outgoing>, Vec<Outgoing>), Error> {
+    token: &'p str,
+) -> Result<Plan<'p>, Error> {
     let (mut inserts, mut updates) = (Vec::new(), Vec::new());
     for &i in &r.pending {
         let p = r.items[i];
@@ -249,7 +255,7 @@ fn plan(
                 r.sent[i] = Some(uncertain(token, true));
                 inserts.push(Outgoing {
                     item: i,
-                    doc: insert_document(p, token)?,
+                    doc: insert_document(p, token),
                 });
                 continue;
             }
@@ -285,13 +291,12 @@ fn uncertain(token: &str, insert: bool) -> Sent {
 }
 
 /// The document an `insert` carries: `_id`, the stored fields, and the write token.
-fn insert_document(p: &Prepared, token: &str) -> Result<RawDocumentBuf, Error> {
-    raw::doc(&[
+fn insert_document<'a>(p: &'a Prepared, token: &'a str) -> InsertDoc<'a> {
+    [
         ("_id", Value::Str(&p.id_text)),
         ("", Value::Fields(raw::fields(&p.body))),
         (WRITE_FIELD, Value::Str(token)),
-    ])
-    .map_err(serialize)
+    ]
 }
 
 /// One `update` statement: by `_id` (and `_nk_identity` on a sharded collection: its shard
@@ -397,7 +402,7 @@ impl<'p, 'm> Rounds<'p, 'm> {
     }
 
     /// Items of a command whose outcome the reply did not settle: the next round decides.
-    fn uncertain(&mut self, sent: &[Outgoing], what: &Sent) {
+    fn uncertain<D>(&mut self, sent: &[Outgoing<D>], what: &Sent) {
         for s in sent {
             self.sent[s.item] = Some(what.clone());
             self.pending.push(s.item);
@@ -407,14 +412,14 @@ impl<'p, 'm> Rounds<'p, 'm> {
 
 /// Cuts what to send into commands within the engine's limits (at most `max` each; one each
 /// once `one_by_one`), with each command's documents.
-fn commands<'o>(
+fn commands<'o, D: ToItem>(
     t: &Target,
-    out: &'o [Outgoing],
+    out: &'o [Outgoing<D>],
     one_by_one: bool,
     max: usize,
-) -> impl Iterator<Item = (&'o [Outgoing], Vec<&'o RawDocumentBuf>)> {
+) -> impl Iterator<Item = (&'o [Outgoing<D>], Vec<&'o D>)> {
     let max = if one_by_one { 1 } else { max };
-    let sizes = out.iter().map(|s| s.doc.as_bytes().len());
+    let sizes = out.iter().map(|s| s.doc.item().len());
     op::chunks(sizes, t.deployment.limits().max_command_bytes, max)
         .into_iter()
         .map(move |chunk| {
@@ -426,7 +431,7 @@ fn commands<'o>(
 async fn send_inserts(
     t: &Target,
     r: &mut Rounds<'_, '_>,
-    inserts: Vec<Outgoing>,
+    inserts: Vec<Outgoing<InsertDoc<'_>>>,
     token: &str,
     mut session: Session<'_>,
 ) -> Result<(), Error> {
@@ -471,7 +476,7 @@ async fn send_inserts(
 async fn send_updates(
     t: &Target,
     r: &mut Rounds<'_, '_>,
-    updates: Vec<Outgoing>,
+    updates: Vec<Outgoing<RawDocumentBuf>>,
     token: &str,
     mut session: Session<'_>,
 ) -> Result<(), Error> {
@@ -719,7 +724,7 @@ mod tests {
             prop_assert!(ok, "accepted {:?}", doc.extra.keys().collect::<Vec<_>>());
             let describe = |_: usize| String::new();
             let fields: &'static [&'static str] = &["key", "at", "absent_field", "a.b", "_id"];
-            let insert = insert_document(&p, "token").unwrap();
+            let insert = insert_document(&p, "token");
             assert_unique_names(&command(&t, "insert", "documents", &[&insert]).unwrap(), "insert");
             for mode in [WriteMode::Merge, WriteMode::Replace] {
                 let job = Job { t: &t, mode, fields: Some(fields), describe: &describe };

@@ -9,7 +9,7 @@ use ulid::Ulid;
 
 use super::{parse, Session, Target};
 use crate::error::{classify, server_code, Error};
-use crate::raw::Value;
+use crate::raw::{Item, ToItem, Value};
 use crate::stored::{IDEMPOTENCY_FIELD, IDENTITY_FIELD};
 
 /// The reply of an `insert`, `update` or `delete` command (the fields natural-key reads).
@@ -196,9 +196,9 @@ pub(crate) fn command(
     t: &Target,
     name: &str,
     field: &str,
-    items: &[&RawDocumentBuf],
+    items: &[impl ToItem],
 ) -> Result<RawDocumentBuf, mongodb::error::Error> {
-    let items: Vec<&[u8]> = items.iter().map(|d| d.as_bytes()).collect();
+    let items: Vec<Item<'_>> = items.iter().map(ToItem::item).collect();
     let mut elements = vec![
         (name, Value::Str(&t.name)),
         (field, Value::Docs(&items)),
@@ -213,7 +213,7 @@ pub(crate) fn command(
 /// One unordered `insert` of `docs`.
 pub(crate) async fn insert(
     t: &Target,
-    docs: &[&RawDocumentBuf],
+    docs: &[impl ToItem],
     session: Session<'_>,
 ) -> Result<WriteReply, mongodb::error::Error> {
     let cmd = command(t, "insert", "documents", docs)?;
