@@ -448,17 +448,20 @@ impl KeySink {
 fn has_nul(b: &[u8]) -> bool {
     const LOW: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    let mut chunks = b.chunks_exact(8);
-    for c in &mut chunks {
+    // A byte is zero exactly when subtracting one borrows through it into its high bit.
+    let zero_in = |c: &[u8]| {
         let mut w = [0u8; 8];
         w.copy_from_slice(c);
         let x = u64::from_le_bytes(w);
-        // A byte is zero exactly when subtracting one borrows through it into its high bit.
-        if x.wrapping_sub(LOW) & !x & HIGH != 0 {
-            return true;
-        }
+        x.wrapping_sub(LOW) & !x & HIGH != 0
+    };
+    if b.len() < 8 {
+        // Not `contains`: for bytes that is core's `memchr`, out of line.
+        #[allow(clippy::manual_contains)]
+        return b.iter().any(|&c| c == 0);
     }
-    chunks.remainder().contains(&0)
+    // The last eight bytes as one word (overlapping the chunks before it), not a byte loop.
+    b.chunks_exact(8).any(zero_in) || zero_in(&b[b.len() - 8..])
 }
 
 /// A type whose key fields can be fed to a [`KeySink`]; the `NaturalKey` derive implements it.

@@ -24,9 +24,10 @@ const H0: [u32; 8] = [
 /// SHA-256 gathering `BLOCKS` blocks of input before it compresses them. Ids take two: a
 /// typical id (under 120 bytes of message) is compressed once, at the end.
 #[derive(Clone)]
+#[repr(C, align(64))]
 pub(crate) struct Sha256<const BLOCKS: usize = 2> {
-    state: [u32; 8],
     blocks: [[u8; 64]; BLOCKS],
+    state: [u32; 8],
     /// Bytes held in `blocks`.
     len: usize,
     /// Bytes already compressed (a multiple of 64).
