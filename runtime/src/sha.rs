@@ -22,7 +22,9 @@ const H0: [u32; 8] = [
 ];
 
 /// SHA-256 gathering `BLOCKS` blocks of input before it compresses them. Ids take two: a
-/// typical id (under 120 bytes of message) is compressed once, at the end.
+/// typical id (under 120 bytes of message) is compressed once, at the end. The blocks come
+/// first, on cache lines of their own: `id()` measured 1.09-1.14x its floor unaligned, 1.03-1.09x
+/// aligned (six alternating runs of each).
 #[derive(Clone)]
 #[repr(C, align(64))]
 pub(crate) struct Sha256<const BLOCKS: usize = 2> {
