@@ -1105,13 +1105,16 @@ async fn converges_across_an_engine_restart() {
     tokio::task::spawn_blocking(move || e.kill()).await.unwrap();
     let finished_at_stop = finished.load(Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Counted while the engine is down: the proxy counts only what it forwards, so whatever
+    // it counts from here on was served by the restarted engine. (Counted after `restart`
+    // returns, the count raced the writers: they may finish during its wait for a ping.)
+    let writes_at_restart = proxy.stats().writes();
+    let commands_at_restart: u64 = proxy.stats().commands.values().sum();
     let e = engine.clone();
     tokio::task::spawn_blocking(move || e.restart())
         .await
         .unwrap();
     let down = stopped_at.elapsed().as_secs_f64();
-    let writes_at_restart = proxy.stats().writes();
-    let commands_at_restart: u64 = proxy.stats().commands.values().sum();
 
     let mut result = WriterResult::default();
     for t in tasks {
