@@ -235,8 +235,8 @@ trait Sink {
 type Buffered = crate::sha::Sha256<4>;
 
 /// The hashers of each version after its prefix, built at compile time.
-const START_V1: Buffered = Buffered::with_prefix(PREFIX_V1);
-const START_V2: Buffered = Buffered::with_prefix(PREFIX_V2);
+const START_V1: Buffered = Buffered::with_prefix(&[PREFIX_V1]);
+const START_V2: Buffered = Buffered::with_prefix(&[PREFIX_V2]);
 
 impl Sink for Buffered {
     #[inline]

@@ -19,7 +19,7 @@ const DEFAULT_PREFIX: &[u8] = b"natural-key/v1\0";
 
 /// The default scheme's hasher after the prefix and an empty namespace (its `u32` length, 0):
 /// where most ids start.
-const DEFAULT_NO_NAMESPACE: Sha256 = Sha256::with_prefix(b"natural-key/v1\0\0\0\0\0");
+const DEFAULT_NO_NAMESPACE: Sha256 = Sha256::with_prefix(&[DEFAULT_PREFIX, &0u32.to_be_bytes()]);
 
 /// A key field's value in the form the id scheme hashes.
 ///
@@ -367,7 +367,7 @@ impl KeySink {
         let hash = match scheme {
             Scheme::Default { namespace: "" } => DEFAULT_NO_NAMESPACE,
             Scheme::Default { namespace } => {
-                let mut hash = Sha256::with_prefix(DEFAULT_PREFIX);
+                let mut hash = Sha256::with_prefix(&[DEFAULT_PREFIX]);
                 // A namespace longer than u32::MAX cannot come from a string literal in
                 // practice; the derive rejects it at compile time anyway.
                 hash.update(&(namespace.len() as u32).to_be_bytes());

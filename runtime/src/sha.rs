@@ -39,20 +39,27 @@ pub(crate) struct Sha256<const BLOCKS: usize = 2> {
 impl<const BLOCKS: usize> Sha256<BLOCKS> {
     const BUF: usize = 64 * BLOCKS;
 
-    /// A hasher that has been fed `prefix`, built at compile time (`prefix` shorter than the
-    /// buffer).
-    pub(crate) const fn with_prefix(prefix: &[u8]) -> Self {
-        assert!(prefix.len() < Self::BUF);
+    /// A hasher that has been fed `pieces`, one after another, built at compile time (shorter
+    /// together than the buffer).
+    pub(crate) const fn with_prefix(pieces: &[&[u8]]) -> Self {
         let mut blocks = [[0u8; 64]; BLOCKS];
-        let mut i = 0;
-        while i < prefix.len() {
-            blocks[i / 64][i % 64] = prefix[i];
-            i += 1;
+        let mut len = 0;
+        let mut p = 0;
+        while p < pieces.len() {
+            let piece = pieces[p];
+            let mut i = 0;
+            while i < piece.len() {
+                blocks[len / 64][len % 64] = piece[i];
+                len += 1;
+                i += 1;
+            }
+            p += 1;
         }
+        assert!(len < Self::BUF, "a prefix shorter than the buffer");
         Sha256 {
             state: H0,
             blocks,
-            len: prefix.len(),
+            len,
             done: 0,
         }
     }
@@ -202,7 +209,7 @@ mod tests {
             tag: u8,
             data in prop::collection::vec(any::<u8>(), 0..300),
         ) {
-            let mut ours = Sha256::<2>::with_prefix(&prefix);
+            let mut ours = Sha256::<2>::with_prefix(&[&prefix]);
             ours.update_field(tag, data.len() as u32, &data);
             let mut theirs = sha2::Sha256::new();
             theirs.update(&prefix);
@@ -225,7 +232,7 @@ mod tests {
             whole.update(&data[..n]);
             assert_eq!(whole.finish(), want, "length {n}, one piece");
             let split = n.min(BUF - 1);
-            let mut bytes = Sha256::<2>::with_prefix(&data[..split]);
+            let mut bytes = Sha256::<2>::with_prefix(&[&data[..split]]);
             for b in &data[split..n] {
                 bytes.update(std::slice::from_ref(b));
             }
