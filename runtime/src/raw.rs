@@ -153,18 +153,15 @@ fn doc_len(elements: &[(&str, Value<'_>)]) -> usize {
 pub(crate) fn doc(elements: &[(&str, Value<'_>)]) -> Result<RawDocumentBuf, Unwritable> {
     let total = doc_len(elements);
     let mut out = Vec::with_capacity(total);
-    write_doc(&mut out, elements, total)?;
+    write_doc(&mut out, elements)?;
     debug_assert_eq!(out.len(), total);
     RawDocumentBuf::from_bytes(out).map_err(|e| Unwritable(e.to_string()))
 }
 
-/// Appends the document of `elements`, `len` bytes long (its [`doc_len`]).
-fn write_doc(
-    out: &mut Vec<u8>,
-    elements: &[(&str, Value<'_>)],
-    len: usize,
-) -> Result<(), Unwritable> {
-    out.extend_from_slice(&length(len)?);
+/// Appends the document of `elements`, its length written once it is known.
+fn write_doc(out: &mut Vec<u8>, elements: &[(&str, Value<'_>)]) -> Result<(), Unwritable> {
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
     for (k, v) in elements {
         match v {
             Value::Str(s) => {
@@ -186,7 +183,7 @@ fn write_doc(
                     index_key(out, i);
                     match d {
                         Item::Bytes(b) => out.extend_from_slice(b),
-                        Item::Elements(e) => write_doc(out, e, doc_len(e))?,
+                        Item::Elements(e) => write_doc(out, e)?,
                     }
                 }
                 out.push(0);
@@ -200,6 +197,8 @@ fn write_doc(
         }
     }
     out.push(0);
+    let len = length(out.len() - start)?;
+    out[start..start + 4].copy_from_slice(&len);
     Ok(())
 }
 
