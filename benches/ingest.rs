@@ -180,6 +180,7 @@ async fn main() {
     // (a) and (c) take seconds and vary most with the machine's load: more repetitions.
     let paired_reps = env_usize("NK_BENCH_PAIRED_REPS", if smoke { 1 } else { 7 }).max(1);
     let batch = env_usize("NK_BENCH_BATCH", natural_key::DEFAULT_BATCH_SIZE);
+    let a2_calls = env_usize("NK_BENCH_A2_CALLS", 1).max(1);
     let scenarios = std::env::var("NK_BENCH_SCENARIOS").unwrap_or_else(|_| "a,a2,c,d,b,e".into());
     let want = |k: &str| scenarios.split(',').any(|s| s.trim() == k);
     let uri = support::uri();
@@ -268,12 +269,11 @@ async fn main() {
                 Collection::<Post>::open(db_for(rep), "a2").await.unwrap();
                 settle().await;
                 wire.take();
-                // NK_BENCH_A2_CALLS splits it into that many `insert_many` calls, one after
-                // another: what the engine charges for as many commands as (c) sends.
-                let calls = env_usize("NK_BENCH_A2_CALLS", 1).max(1);
+                // In `a2_calls` calls, one after another (NK_BENCH_A2_CALLS): what the engine
+                // charges for as many commands as (c) sends.
                 let (t, r) = timed(async {
                     let mut inserted = 0;
-                    for part in stored.chunks(n.div_ceil(calls).max(1)) {
+                    for part in stored.chunks(n.div_ceil(a2_calls).max(1)) {
                         inserted += coll.insert_many(part).await?.inserted_ids.len();
                     }
                     Ok::<_, mongodb::error::Error>(inserted)
