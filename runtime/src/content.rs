@@ -227,6 +227,8 @@ fn write_v2<S: Sink, T: Serialize + ?Sized>(out: &mut S, doc: &T, skip: &[&str])
 
 trait Sink {
     fn put(&mut self, bytes: &[u8]);
+    /// `tag`, then `word`, then `data`: every piece of the encoding but a lone tag.
+    fn tagged<const N: usize>(&mut self, tag: u8, word: [u8; N], data: &[u8]);
 }
 
 /// SHA-256 of the encoding, which arrives in many small pieces (a tag, a length, a short
@@ -243,11 +245,21 @@ impl Sink for Buffered {
     fn put(&mut self, bytes: &[u8]) {
         self.update(bytes)
     }
+    #[inline]
+    fn tagged<const N: usize>(&mut self, tag: u8, word: [u8; N], data: &[u8]) {
+        self.update_field(tag, word, data)
+    }
 }
 impl Sink for Vec<u8> {
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
         self.extend_from_slice(bytes)
+    }
+    #[inline]
+    fn tagged<const N: usize>(&mut self, tag: u8, word: [u8; N], data: &[u8]) {
+        self.push(tag);
+        self.extend_from_slice(&word);
+        self.extend_from_slice(data);
     }
 }
 
@@ -276,18 +288,12 @@ impl<S: Sink> Canon<'_, S> {
     }
     #[inline]
     fn int(&mut self, v: i128) {
-        let mut buf = [0u8; 17];
-        buf[0] = tag::INT;
-        buf[1..].copy_from_slice(&v.to_be_bytes());
-        self.out.put(&buf);
+        self.out.tagged(tag::INT, v.to_be_bytes(), &[]);
     }
     #[inline]
     fn len_prefixed(&mut self, t: u8, bytes: &[u8]) {
-        let mut head = [0u8; 9];
-        head[0] = t;
-        head[1..].copy_from_slice(&(bytes.len() as u64).to_be_bytes());
-        self.out.put(&head);
-        self.out.put(bytes);
+        self.out
+            .tagged(t, (bytes.len() as u64).to_be_bytes(), bytes);
     }
     #[inline]
     fn str(&mut self, s: &str) {
@@ -351,12 +357,7 @@ impl<'a, 'b, S: Sink> ser::Serializer for &'a mut Canon<'b, S> {
     fn serialize_u128(self, v: u128) -> R {
         match i128::try_from(v) {
             Ok(i) => self.int(i),
-            Err(_) => {
-                let mut buf = [0u8; 17];
-                buf[0] = tag::UINT128;
-                buf[1..].copy_from_slice(&v.to_be_bytes());
-                self.out.put(&buf);
-            }
+            Err(_) => self.out.tagged(tag::UINT128, v.to_be_bytes(), &[]),
         }
         Ok(())
     }
@@ -373,10 +374,7 @@ impl<'a, 'b, S: Sink> ser::Serializer for &'a mut Canon<'b, S> {
         } else {
             v.to_bits()
         };
-        let mut buf = [0u8; 9];
-        buf[0] = tag::FLOAT;
-        buf[1..].copy_from_slice(&bits.to_be_bytes());
-        self.out.put(&buf);
+        self.out.tagged(tag::FLOAT, bits.to_be_bytes(), &[]);
         Ok(())
     }
     fn serialize_char(self, v: char) -> R {

@@ -427,7 +427,7 @@ impl KeySink {
                         field,
                         len: b.len(),
                     })?;
-                    h.update_field(tag, len, b);
+                    h.update_field(tag, len.to_be_bytes(), b);
                     Ok::<(), KeyError>(())
                 })?;
             }
