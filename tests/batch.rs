@@ -5,7 +5,7 @@ mod support;
 use std::future::IntoFuture;
 use std::sync::{Arc, Mutex};
 
-use natural_key::bson::doc;
+use natural_key::bson::{doc, Document};
 use natural_key::prelude::*;
 use natural_key::{Collection, Error, KeyError};
 
@@ -31,6 +31,19 @@ fn corpus(n: usize) -> Vec<Post> {
         .collect()
 }
 
+/// The question a large first batch asks before it decides how to start: one `_id` of the
+/// whole collection, in a single batch.
+fn assert_probe(find: &Document) {
+    assert_eq!(find.get_document("filter").unwrap(), &doc! {}, "{find}");
+    assert_eq!(
+        find.get_document("projection").unwrap(),
+        &doc! { "_id": 1 },
+        "{find}"
+    );
+    assert_eq!(find.get_i64("limit").unwrap(), 1, "{find}");
+    assert!(find.get_bool("singleBatch").unwrap(), "{find}");
+}
+
 async fn posts(test: &str) -> (Collection<Post>, support::Commands) {
     let (db, commands) = support::database(test).await;
     let coll = Collection::new(db.collection::<Post>("posts"))
@@ -52,9 +65,16 @@ async fn ingest_reingest_and_one_percent_changed_in_constant_round_trips() {
     );
     assert_eq!(r.batches, 4);
     assert_eq!(
+        commands.sequence()[..2],
+        ["find", "insert"],
+        "the first batch asks whether the collection is empty, then inserts without a read"
+    );
+    assert_probe(&commands.documents("find")[0]);
+    assert_eq!(
         commands.count("find"),
         1,
-        "only the first batch reads: the others start with the insert"
+        "no batch reads its identities: the first found the collection empty, the others \
+         follow a batch that was all new"
     );
     assert_eq!(
         commands.count("insert"),
@@ -72,7 +92,13 @@ async fn ingest_reingest_and_one_percent_changed_in_constant_round_trips() {
         0,
         "an unchanged re-ingest sends no write command"
     );
-    assert_eq!(commands.count("find"), 4);
+    let finds = commands.documents("find");
+    assert_eq!(finds.len(), 5, "the probe, then each batch reads");
+    assert_probe(&finds[0]);
+    assert!(finds[1..].iter().all(|f| f
+        .get_document("filter")
+        .unwrap()
+        .contains_key("_nk_identity")));
 
     let mut changed = docs.clone();
     for p in changed.iter_mut().step_by(100) {

@@ -19,7 +19,7 @@ use crate::outcome::{BatchError, BatchReport, Counted, InsertOutcome, UpsertOutc
 use crate::retry::RetryPolicy;
 use crate::stored::{Prepared, PreparedEvent};
 use crate::traits::{NaturalKey, RandomId};
-use crate::upsert::{upsert_batch, Job, Memory};
+use crate::upsert::{starts_with_insert, upsert_batch, Job, Memory};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -218,8 +218,8 @@ struct Upserts<'a, T: Send + Sync> {
     coll: &'a Collection<T>,
     mode: WriteMode,
     session: Option<&'a mut ClientSession>,
-    /// The next batch starts with its insert (the previous one was all new).
-    insert_first: bool,
+    /// Whether the previous batch was all new (`None`: this is the first).
+    all_new: Option<bool>,
     /// The current batch's token and what its attempts sent.
     memory: Option<Memory>,
 }
@@ -245,8 +245,14 @@ where
             describe: &describe,
         };
         let items: Vec<&Prepared> = batch.iter().map(|i| &i.prepared).collect();
-        // A retried batch may have been applied by the lost attempt: it reads first.
-        let insert_first = self.insert_first && first_attempt;
+        let insert_first = starts_with_insert(
+            job.t,
+            self.all_new,
+            items.len(),
+            first_attempt,
+            self.session.as_deref_mut(),
+        )
+        .await?;
         let memory = match &mut self.memory {
             Some(m) if !first_attempt => m,
             slot => slot.insert(Memory::new(items.len())),
@@ -259,9 +265,11 @@ where
             self.session.as_deref_mut(),
         )
         .await?;
-        self.insert_first = results
-            .iter()
-            .all(|r| matches!(r, Ok(UpsertOutcome::Inserted(_))));
+        self.all_new = Some(
+            results
+                .iter()
+                .all(|r| matches!(r, Ok(UpsertOutcome::Inserted(_)))),
+        );
         Ok(results)
     }
 }
@@ -392,7 +400,7 @@ impl<'a, T: NaturalKey + Send + Sync> IntoFuture for Upsert<'a, T> {
                         coll,
                         mode: self.mode,
                         session: self.session,
-                        insert_first: false,
+                        all_new: None,
                         memory: None,
                     };
                     let item = Item {
@@ -548,7 +556,7 @@ where
                     coll,
                     mode: self.mode,
                     session: self.session,
-                    insert_first: false,
+                    all_new: None,
                     memory: None,
                 };
                 let prepare = |d: &S::Item| Prepared::of(d.borrow(), &coll.target);

@@ -32,6 +32,31 @@ use crate::stored::{name_problem, Prepared, HASH_FIELD, IDENTITY_FIELD, WRITE_FI
 /// How many read-decide-write rounds a document gets before [`Error::Contention`].
 pub(crate) const MAX_ROUNDS: u32 = 8;
 
+/// A call's first batch of at least this many documents asks first whether the collection is
+/// empty, and if so starts with its insert instead of reading its identities. The question is
+/// one round trip; the read it saves grows with the batch: for 10,000 identities in an empty,
+/// indexed collection, warm, 3.4 ms against 0.2 ms on mongo-java-server and 17 ms against
+/// 0.7 ms on FerretDB. Below this, a batch's own round trips dwarf either.
+pub(crate) const EMPTY_PROBE_MIN: usize = 100;
+
+/// Whether a batch starts with its insert. `known`: what the call's previous batch showed
+/// (`Some(true)`: all of it was new), `None` for its first batch. A retried attempt always reads:
+/// the lost attempt may have written.
+pub(crate) async fn starts_with_insert(
+    t: &Target,
+    known: Option<bool>,
+    items: usize,
+    first_attempt: bool,
+    session: Session<'_>,
+) -> Result<bool, Error> {
+    Ok(match known {
+        _ if !first_attempt => false,
+        Some(all_new) => all_new,
+        None if items >= EMPTY_PROBE_MIN => op::is_empty(t, session).await.map_err(classify)?,
+        None => false,
+    })
+}
+
 /// What every batch of one upsert call shares.
 pub(crate) struct Job<'a> {
     pub(crate) t: &'a Target,

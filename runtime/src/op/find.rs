@@ -72,6 +72,24 @@ pub(crate) async fn find<T: DeserializeOwned>(
     cursor(t, cmd, session).await
 }
 
+/// Whether the collection holds no document at all: one document's `_id` asked for, in a
+/// single batch.
+pub(crate) async fn is_empty(
+    t: &Target,
+    session: Session<'_>,
+) -> Result<bool, mongodb::error::Error> {
+    let mut cmd = RawDocumentBuf::new();
+    cmd.append("find", t.name.as_str());
+    cmd.append("filter", RawDocumentBuf::new());
+    let mut projection = RawDocumentBuf::new();
+    projection.append("_id", 1);
+    cmd.append("projection", projection);
+    cmd.append("limit", 1i64);
+    cmd.append("singleBatch", true);
+    let found: Vec<serde::de::IgnoredAny> = cursor(t, cmd, session).await?;
+    Ok(found.is_empty())
+}
+
 /// Runs a command that answers with a cursor and reads it to the end with `getMore`.
 pub(crate) async fn cursor<T: DeserializeOwned>(
     t: &Target,

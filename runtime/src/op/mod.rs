@@ -11,7 +11,7 @@ mod hello;
 mod indexes;
 pub(crate) mod write;
 
-pub(crate) use find::{find, Scan, StoredEvent, StoredIdentity};
+pub(crate) use find::{find, is_empty, Scan, StoredEvent, StoredIdentity};
 pub(crate) use hello::{build_info, hello, BuildInfo, Hello};
 pub(crate) use indexes::{create_index, list_indexes, IndexInfo};
 pub(crate) use write::{chunks, delete, insert, update, Refusal};
