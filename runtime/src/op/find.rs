@@ -59,6 +59,12 @@ pub(crate) async fn find<T: DeserializeOwned>(
     fields: Option<&[&str]>,
     session: Session<'_>,
 ) -> Result<Vec<T>, mongodb::error::Error> {
+    cursor(t, command(t, filter, fields), session).await
+}
+
+/// A `find` of `filter`, with only `fields` projected (`None`: whole documents): every read
+/// natural-key sends starts here.
+fn command(t: &Target, filter: RawDocumentBuf, fields: Option<&[&str]>) -> RawDocumentBuf {
     let mut cmd = RawDocumentBuf::new();
     cmd.append("find", t.name.as_str());
     cmd.append("filter", filter);
@@ -69,7 +75,7 @@ pub(crate) async fn find<T: DeserializeOwned>(
         }
         cmd.append("projection", projection);
     }
-    cursor(t, cmd, session).await
+    cmd
 }
 
 /// Whether the collection holds no document at all: one document's `_id` asked for, in a
@@ -78,12 +84,7 @@ pub(crate) async fn is_empty(
     t: &Target,
     session: Session<'_>,
 ) -> Result<bool, mongodb::error::Error> {
-    let mut cmd = RawDocumentBuf::new();
-    cmd.append("find", t.name.as_str());
-    cmd.append("filter", RawDocumentBuf::new());
-    let mut projection = RawDocumentBuf::new();
-    projection.append("_id", 1);
-    cmd.append("projection", projection);
+    let mut cmd = command(t, RawDocumentBuf::new(), Some(&["_id"]));
     cmd.append("limit", 1i64);
     cmd.append("singleBatch", true);
     let found: Vec<serde::de::IgnoredAny> = cursor(t, cmd, session).await?;
@@ -124,16 +125,7 @@ impl Scan {
         fields: Option<&[&str]>,
         batch_size: usize,
     ) -> Result<Self, mongodb::error::Error> {
-        let mut cmd = RawDocumentBuf::new();
-        cmd.append("find", t.name.as_str());
-        cmd.append("filter", filter);
-        if let Some(fields) = fields {
-            let mut projection = RawDocumentBuf::new();
-            for f in fields {
-                projection.append(*f, 1);
-            }
-            cmd.append("projection", projection);
-        }
+        let mut cmd = command(t, filter, fields);
         let batch_size = u32::try_from(batch_size.max(1)).unwrap_or(u32::MAX);
         cmd.append("batchSize", i64::from(batch_size));
         let cursor =
