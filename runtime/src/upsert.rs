@@ -37,7 +37,7 @@ pub(crate) const MAX_ROUNDS: u32 = 8;
 /// one round trip; the read it saves grows with the batch: for 10,000 identities in an empty,
 /// indexed collection, warm, 3.4 ms against 0.2 ms on mongo-java-server and 17 ms against
 /// 0.7 ms on FerretDB. Below this, a batch's own round trips dwarf either.
-pub(crate) const EMPTY_PROBE_MIN: usize = 100;
+const EMPTY_PROBE_MIN: usize = 100;
 
 /// Whether a batch starts with its insert. `known`: what the call's previous batch showed
 /// (`Some(true)`: all of it was new), `None` for its first batch. A retried attempt always reads:
