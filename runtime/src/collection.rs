@@ -12,8 +12,9 @@ use ulid::Ulid;
 
 use crate::deployment::Deployment;
 use crate::error::{classify, Error};
+use crate::names::IDENTITY_FIELD;
 use crate::op::{self, IndexInfo, Target};
-use crate::stored::{struct_fields, IDENTITY_FIELD};
+use crate::stored::struct_fields;
 use crate::traits::{IndexSpec, Indexes, NaturalKey};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -58,7 +58,7 @@ impl fmt::Display for ContentHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // On the stack: every stored hash and identity is this text, once per document.
         let mut digits = [0u8; 64];
-        crate::key::hex_into(&self.0, &mut digits);
+        crate::sha::hex_into(&self.0, &mut digits);
         f.write_str(std::str::from_utf8(&digits).expect("hex digits are ASCII"))
     }
 }

@@ -1,9 +1,6 @@
-//! What the deployment is — engine, limits, topology — asked once and carried by the handle.
-
-use mongodb::Client;
-
-use crate::error::{classify, Error};
-use crate::op;
+//! What the deployment is — engine, limits, topology — as a plain value carried by the handle,
+//! and what natural-key does differently on each engine. Detecting it is the `hello`
+//! operation's (`op::hello`).
 
 /// The engine behind a connection, as `buildInfo` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +43,7 @@ pub struct Limits {
     pub max_documents: usize,
 }
 
-const MIB: usize = 1024 * 1024;
+pub(crate) const MIB: usize = 1024 * 1024;
 
 impl Limits {
     /// What every engine natural-key knows accepts: used when detection fails. 16 statements
@@ -62,7 +59,7 @@ impl Limits {
 
     /// MongoDB's own: half the 16 MiB command limit for the payload, 10,000 statements
     /// (MongoDB accepts 100,000; smaller commands keep replies and retries small).
-    const MONGODB: Limits = Limits {
+    pub(crate) const MONGODB: Limits = Limits {
         max_document_bytes: 16 * MIB,
         max_command_bytes: 8 * MIB,
         max_statements: 10_000,
@@ -83,62 +80,12 @@ impl Limits {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deployment {
-    engine: Engine,
-    limits: Limits,
-    sharded: bool,
+    pub(crate) engine: Engine,
+    pub(crate) limits: Limits,
+    pub(crate) sharded: bool,
 }
 
 impl Deployment {
-    /// Asks the server once: `hello` (topology, sizes) and `buildInfo` (engine). A server
-    /// that does not answer `hello` is an error; a failed `buildInfo` leaves
-    /// [`Engine::Unknown`] with [`Limits::SAFE`].
-    pub async fn detect(client: &Client) -> Result<Self, Error> {
-        let admin = client.database("admin");
-        let hello = op::hello(&admin).await.map_err(classify)?;
-        let info = op::build_info(&admin).await;
-        if let Err(e) = &info {
-            tracing::warn!(error = %e, "buildInfo failed: natural-key uses its safe limits");
-        }
-        Ok(Self::from_replies(&hello, info.ok().as_ref()))
-    }
-
-    pub(crate) fn from_replies(hello: &op::Hello, info: Option<&op::BuildInfo>) -> Self {
-        let engine = match info {
-            Some(op::BuildInfo {
-                ferretdb_version: Some(v),
-                ..
-            }) => Engine::FerretDb { version: v.clone() },
-            Some(i) => Engine::MongoDb {
-                version: i.version.clone().unwrap_or_default(),
-            },
-            None => Engine::Unknown,
-        };
-        let mut limits = match engine {
-            Engine::MongoDb { .. } => Limits::MONGODB,
-            Engine::FerretDb { .. } | Engine::Unknown => Limits::SAFE,
-        };
-        if let Some(n) = hello
-            .max_bson_object_size
-            .and_then(|n| usize::try_from(n).ok())
-        {
-            limits.max_document_bytes = n;
-            limits.max_command_bytes = limits.max_command_bytes.min(n / 2).max(1);
-        }
-        if let Some(n) = hello
-            .max_write_batch_size
-            .and_then(|n| usize::try_from(n).ok())
-        {
-            limits.max_statements = limits.max_statements.min(n).max(1);
-            // The statement cap is FerretDB's update stall; inserts only have the batch size.
-            limits.max_documents = n.max(1);
-        }
-        Deployment {
-            engine,
-            limits,
-            sharded: hello.msg.as_deref() == Some("isdbgrid"),
-        }
-    }
-
     /// The engine.
     pub fn engine(&self) -> &Engine {
         &self.engine
@@ -188,71 +135,5 @@ impl Deployment {
     /// missing field as null.
     pub(crate) fn missing_field_is_absent_in_unique_indexes(&self) -> bool {
         matches!(self.engine, Engine::FerretDb { .. })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn hello() -> op::Hello {
-        op::Hello {
-            msg: None,
-            max_bson_object_size: Some(16 * MIB as i64),
-            max_write_batch_size: Some(100_000),
-        }
-    }
-
-    #[test]
-    fn engines_and_their_limits() {
-        let ferret = op::BuildInfo {
-            version: Some("7.0.77".into()),
-            ferretdb_version: Some("v1.24.2".into()),
-        };
-        let d = Deployment::from_replies(&hello(), Some(&ferret));
-        assert_eq!(
-            d.engine(),
-            &Engine::FerretDb {
-                version: "v1.24.2".into()
-            }
-        );
-        assert_eq!(d.limits().max_statements, 16);
-        assert_eq!(d.limits().max_documents, 100_000);
-        assert!(!d.is_sharded());
-
-        let mongo = op::BuildInfo {
-            version: Some("7.0.0".into()),
-            ferretdb_version: None,
-        };
-        let d = Deployment::from_replies(&hello(), Some(&mongo));
-        assert_eq!(d.limits().max_statements, 10_000);
-
-        // A failed buildInfo falls back to the safe limits, not to 10,000 statements.
-        let d = Deployment::from_replies(&hello(), None);
-        assert_eq!(d.engine(), &Engine::Unknown);
-        assert_eq!(
-            d.limits(),
-            Limits {
-                max_documents: 100_000, // from hello, which did answer
-                ..Limits::SAFE
-            }
-        );
-
-        let mongos = op::Hello {
-            msg: Some("isdbgrid".into()),
-            ..hello()
-        };
-        assert!(Deployment::from_replies(&mongos, Some(&mongo)).is_sharded());
-
-        let small = op::Hello {
-            max_bson_object_size: Some(1000),
-            max_write_batch_size: Some(5),
-            ..hello()
-        };
-        let d = Deployment::from_replies(&small, Some(&mongo));
-        assert_eq!(d.limits().max_document_bytes, 1000);
-        assert_eq!(d.limits().max_command_bytes, 500);
-        assert_eq!(d.limits().max_statements, 5);
-        assert_eq!(d.limits().max_documents, 5);
     }
 }

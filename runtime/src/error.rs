@@ -310,7 +310,7 @@ impl Error {
     }
 
     /// A short name of the variant, stable across releases: the `kind` label of the
-    /// [`metrics`](crate::metrics) counters, and handy in logs. `key`, `serialize`,
+    /// counters of the `metrics` module, and handy in logs. `key`, `serialize`,
     /// `immutable_key_changed`, `contention`, `write_failed`, `unique_index_violation`,
     /// `document_too_large`, `invalid_field_name`, `index_conflict`, `timeout`,
     /// `rekey_target_taken`, `prune_skipped`, `prune_refused`, `concurrent_change`,

@@ -7,9 +7,10 @@ use bson::{Bson, RawArrayBuf, RawDocumentBuf};
 use ulid::Ulid;
 
 use crate::error::{classify, server_code, Error};
+use crate::names::IDEMPOTENCY_FIELD;
 use crate::op::{self, Refusal, Session, StoredEvent, Target};
 use crate::outcome::InsertOutcome;
-use crate::stored::{PreparedEvent, IDEMPOTENCY_FIELD};
+use crate::stored::PreparedEvent;
 use crate::upsert::{or_contention, MAX_ROUNDS};
 
 type Outcomes = Vec<Result<InsertOutcome, Error>>;

@@ -106,18 +106,8 @@ impl fmt::Display for KeyValue<'_> {
 /// The lowercase hex digits of `bytes`.
 pub(crate) fn hex(bytes: &[u8]) -> String {
     let mut out = vec![0; bytes.len() * 2];
-    hex_into(bytes, &mut out);
+    crate::sha::hex_into(bytes, &mut out);
     String::from_utf8(out).expect("hex digits are ASCII")
-}
-
-/// Writes the lowercase hex digits of `bytes` into `out` (twice as long): bytes, not `char`s,
-/// each of which would cost a UTF-8 encoding.
-#[inline]
-pub(crate) fn hex_into(bytes: &[u8], out: &mut [u8]) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for (b, o) in bytes.iter().zip(out.chunks_exact_mut(2)) {
-        o.copy_from_slice(&[DIGITS[(b >> 4) as usize], DIGITS[(b & 15) as usize]]);
-    }
 }
 
 /// A type that can be an identity key field (`#[key]`).

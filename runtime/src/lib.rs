@@ -15,6 +15,7 @@ mod insert;
 mod key;
 mod maintain;
 pub mod metrics;
+mod names;
 mod op;
 mod outcome;
 mod raw;
@@ -38,14 +39,17 @@ pub use maintain::adopt::{Adopt, AdoptReport, Candidate};
 pub use maintain::audit::{Audit, AuditReport, Finding};
 pub use maintain::prune::{Prune, PruneReport, SyncReport, DEFAULT_MAX_PRUNE_FRACTION};
 pub use maintain::rekey::{Rekey, RekeyOutcome};
-pub use maintain::{DEFAULT_SAMPLE, LEGACY_IDS_FIELD, MOVED_TO_FIELD};
+pub use maintain::DEFAULT_SAMPLE;
+pub use names::{
+    HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD,
+    RESERVED_PREFIX, WRITE_FIELD,
+};
 pub use outcome::{BatchError, BatchReport, InsertOutcome, UpsertOutcome};
 pub use retry::{RetryPolicy, DEFAULT_ATTEMPT_TIMEOUT};
 pub use spec::{
     rfc3339_millis, KeyField, KeyKind, KeySpec, Rfc3339Error, SpecAudit, SpecError, TimestampForm,
     UnknownName,
 };
-pub use stored::{HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, RESERVED_PREFIX, WRITE_FIELD};
 pub use traits::{NaturalKey, RandomId};
 
 pub use bson;

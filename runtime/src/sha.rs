@@ -150,6 +150,16 @@ fn compress(state: &mut [u32; 8], blocks: &[u8]) {
     sha2::block_api::compress256(state, whole);
 }
 
+/// Writes the lowercase hex digits of `bytes` into `out` (twice as long): bytes, not `char`s,
+/// each of which would cost a UTF-8 encoding.
+#[inline]
+pub(crate) fn hex_into(bytes: &[u8], out: &mut [u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (b, o) in bytes.iter().zip(out.chunks_exact_mut(2)) {
+        o.copy_from_slice(&[DIGITS[(b >> 4) as usize], DIGITS[(b & 15) as usize]]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

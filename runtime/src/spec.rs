@@ -17,8 +17,8 @@ use crate::error::{Error, KeyError};
 use crate::key::{check_timestamp, ulid_from, KeySink, KeyValue, Normalize, Scheme};
 use crate::maintain::audit::{finish, scan_with, AuditReport};
 use crate::maintain::{Derive, Derived, DEFAULT_SAMPLE};
+use crate::names::RESERVED_PREFIX;
 use crate::op::Target;
-use crate::stored::RESERVED_PREFIX;
 
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 

@@ -1,5 +1,5 @@
-//! The stored form: the frozen field names, and each document's BSON built once before
-//! anything is sent.
+//! The stored form: each document's BSON, id, identity and hashes, built and checked once
+//! before anything is sent.
 
 use std::fmt;
 
@@ -7,21 +7,9 @@ use bson::RawDocumentBuf;
 use ulid::Ulid;
 
 use crate::error::{Error, FieldNameProblem};
+use crate::names::{HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, RESERVED_PREFIX, WRITE_FIELD};
 use crate::op::Target;
 use crate::traits::{NaturalKey, RandomId};
-
-/// Every name natural-key stores or will store begins with this; documents may not use it.
-pub const RESERVED_PREFIX: &str = "_nk_";
-
-/// Field holding the identity digest (hex SHA-256 of the non-timestamp key fields).
-pub const IDENTITY_FIELD: &str = "_nk_identity";
-/// Field holding the content hash (hex).
-pub const HASH_FIELD: &str = "_nk_hash";
-/// Field holding the token of the write that last stored the document; lets a write tell its
-/// own commands from a concurrent writer's after an engine error or a lost reply.
-pub const WRITE_FIELD: &str = "_nk_write";
-/// Field holding a RandomId type's idempotency key.
-pub const IDEMPOTENCY_FIELD: &str = "_nk_idempotency";
 
 /// BSON bytes `_id` (a 26-character ULID string) and `_nk_write` add to a body.
 const ID_BYTES: usize = 1 + 4 + 4 + 27;

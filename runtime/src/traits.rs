@@ -123,15 +123,15 @@ pub struct IndexSpec {
 #[doc(hidden)]
 pub fn identity_index() -> IndexSpec {
     IndexSpec {
-        field: crate::stored::IDENTITY_FIELD,
-        name: "nk_identity",
+        field: crate::names::IDENTITY_FIELD,
+        name: crate::names::IDENTITY_INDEX,
     }
 }
 
 #[doc(hidden)]
 pub fn idempotency_index() -> IndexSpec {
     IndexSpec {
-        field: crate::stored::IDEMPOTENCY_FIELD,
-        name: "nk_idempotency",
+        field: crate::names::IDEMPOTENCY_FIELD,
+        name: crate::names::IDEMPOTENCY_INDEX,
     }
 }

@@ -24,10 +24,11 @@ use ulid::Ulid;
 use crate::action::WriteMode;
 use crate::decide::{decide, Action, Sent, Stored};
 use crate::error::{classify, Error};
+use crate::names::{HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
 use crate::op::{self, Refusal, Session, StoredIdentity, Target};
 use crate::outcome::UpsertOutcome;
 use crate::raw::{self, ToItem, Value};
-use crate::stored::{name_problem, Prepared, HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
+use crate::stored::{name_problem, Prepared};
 
 /// How many read-decide-write rounds a document gets before [`Error::Contention`].
 pub(crate) const MAX_ROUNDS: u32 = 8;
@@ -633,10 +634,10 @@ mod tests {
             Just("q".to_string()),
             Just("u".to_string()),
             Just("upsert".to_string()),
-            Just(crate::stored::IDENTITY_FIELD.to_string()),
-            Just(crate::stored::HASH_FIELD.to_string()),
+            Just(crate::names::IDENTITY_FIELD.to_string()),
+            Just(crate::names::HASH_FIELD.to_string()),
             Just(WRITE_FIELD.to_string()),
-            Just(crate::stored::IDEMPOTENCY_FIELD.to_string()),
+            Just(crate::names::IDEMPOTENCY_FIELD.to_string()),
             "[a-z_.$]{1,6}",
             "\\PC{0,4}".prop_filter("BSON names have no NUL", |s| !s.contains('\0')),
         ]

@@ -17,14 +17,14 @@ use ulid::Ulid;
 use super::audit::{self, AuditReport, Finding};
 use super::{
     apply, apply_set, classify, raw, statement, Kind, Read, Seen, SetOp, State, DEFAULT_SAMPLE,
-    LEGACY_IDS_FIELD, MOVED_TO_FIELD, SCAN_BATCH,
+    SCAN_BATCH,
 };
 use crate::batch::Progress;
 use crate::collection::Collection;
 use crate::content::ContentHash;
 use crate::error::{classify as classify_error, Error};
+use crate::names::{HASH_FIELD, IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, RESERVED_PREFIX};
 use crate::op::{Scan, Target};
-use crate::stored::{HASH_FIELD, IDENTITY_FIELD, RESERVED_PREFIX};
 use crate::traits::NaturalKey;
 
 /// Old documents held for one sorted delete (about 60 bytes each): the more ids a sort sees,

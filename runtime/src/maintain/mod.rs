@@ -18,15 +18,9 @@ use serde::de::DeserializeOwned;
 use ulid::Ulid;
 
 use crate::content::ContentHash;
-use crate::stored::{same_content, HASH_FIELD, IDENTITY_FIELD};
+use crate::names::{HASH_FIELD, IDENTITY_FIELD};
+use crate::stored::same_content;
 use crate::traits::NaturalKey;
-
-/// Field holding the `_id`s a document had before natural-key adopted or rekeyed it (an array:
-/// duplicates collapse into one document), so references to them can be repaired.
-pub const LEGACY_IDS_FIELD: &str = "_nk_legacy_ids";
-/// Field marking a document whose identity was released for a move to this id; the move
-/// completes (or, by adopt, is undone) on the next run.
-pub const MOVED_TO_FIELD: &str = "_nk_moved_to";
 
 /// Documents per round trip of a scan: the "O(1) round trips per 10,000 documents".
 pub(crate) const SCAN_BATCH: usize = 10_000;

@@ -15,9 +15,9 @@ use super::{apply, delete_one, raw, Kind, SCAN_BATCH};
 use crate::action::UpsertStream;
 use crate::content::ContentHash;
 use crate::error::{classify, Error};
+use crate::names::IDENTITY_FIELD;
 use crate::op::{Scan, StoredIdentity};
 use crate::outcome::{BatchError, BatchReport};
-use crate::stored::IDENTITY_FIELD;
 use crate::traits::NaturalKey;
 
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;

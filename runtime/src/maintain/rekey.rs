@@ -12,11 +12,12 @@ use bson::{doc, Bson, Document, RawDocumentBuf};
 use serde::de::DeserializeOwned;
 use ulid::Ulid;
 
-use super::{apply, delete_one, raw, statement, Kind, LEGACY_IDS_FIELD, MOVED_TO_FIELD};
+use super::{apply, delete_one, raw, statement, Kind};
 use crate::collection::Collection;
 use crate::error::{classify, Error};
+use crate::names::{IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, RESERVED_PREFIX};
 use crate::op;
-use crate::stored::{id_text, Prepared, IDENTITY_FIELD, RESERVED_PREFIX};
+use crate::stored::{id_text, Prepared};
 use crate::traits::NaturalKey;
 
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;

@@ -5,6 +5,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::{parse, raw, Session, Target};
+use crate::names::{HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, WRITE_FIELD};
 
 /// What the guard reads of a stored [`NaturalKey`](crate::NaturalKey) document. Field names
 /// are the frozen stored names (`IDENTITY_FIELD`, `HASH_FIELD`, `WRITE_FIELD`).
@@ -22,7 +23,7 @@ pub(crate) struct StoredIdentity {
 
 impl StoredIdentity {
     pub(crate) const PROJECTION: &'static [&'static str] =
-        &["_id", "_nk_identity", "_nk_hash", "_nk_write"];
+        &["_id", IDENTITY_FIELD, HASH_FIELD, WRITE_FIELD];
 }
 
 /// What the already-applied check reads of a stored event.
@@ -37,7 +38,7 @@ pub(crate) struct StoredEvent {
 }
 
 impl StoredEvent {
-    pub(crate) const PROJECTION: &'static [&'static str] = &["_id", "_nk_idempotency", "_nk_write"];
+    pub(crate) const PROJECTION: &'static [&'static str] = &["_id", IDEMPOTENCY_FIELD, WRITE_FIELD];
 }
 
 #[derive(Deserialize)]

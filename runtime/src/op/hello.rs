@@ -1,10 +1,13 @@
-//! `hello` and `buildInfo`: what the deployment is, asked once per handle.
+//! `hello` and `buildInfo`: what the deployment is, asked once per handle, and the
+//! [`Deployment`] the replies describe.
 
 use bson::doc;
-use mongodb::Database;
+use mongodb::{Client, Database};
 use serde::Deserialize;
 
 use super::{parse, primary, raw};
+use crate::deployment::{Deployment, Engine, Limits};
+use crate::error::{classify, Error};
 
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct Hello {
@@ -37,4 +40,123 @@ pub(crate) async fn hello(db: &Database) -> Result<Hello, mongodb::error::Error>
 
 pub(crate) async fn build_info(db: &Database) -> Result<BuildInfo, mongodb::error::Error> {
     parse(run(db, "buildInfo").await?, "buildInfo")
+}
+
+impl Deployment {
+    /// Asks the server once: `hello` (topology, sizes) and `buildInfo` (engine). A server
+    /// that does not answer `hello` is an error; a failed `buildInfo` leaves
+    /// [`Engine::Unknown`] with [`Limits::SAFE`].
+    pub async fn detect(client: &Client) -> Result<Self, Error> {
+        let admin = client.database("admin");
+        let hello = hello(&admin).await.map_err(classify)?;
+        let info = build_info(&admin).await;
+        if let Err(e) = &info {
+            tracing::warn!(error = %e, "buildInfo failed: natural-key uses its safe limits");
+        }
+        Ok(Self::from_replies(&hello, info.ok().as_ref()))
+    }
+
+    pub(crate) fn from_replies(hello: &Hello, info: Option<&BuildInfo>) -> Self {
+        let engine = match info {
+            Some(BuildInfo {
+                ferretdb_version: Some(v),
+                ..
+            }) => Engine::FerretDb { version: v.clone() },
+            Some(i) => Engine::MongoDb {
+                version: i.version.clone().unwrap_or_default(),
+            },
+            None => Engine::Unknown,
+        };
+        let mut limits = match engine {
+            Engine::MongoDb { .. } => Limits::MONGODB,
+            Engine::FerretDb { .. } | Engine::Unknown => Limits::SAFE,
+        };
+        if let Some(n) = hello
+            .max_bson_object_size
+            .and_then(|n| usize::try_from(n).ok())
+        {
+            limits.max_document_bytes = n;
+            limits.max_command_bytes = limits.max_command_bytes.min(n / 2).max(1);
+        }
+        if let Some(n) = hello
+            .max_write_batch_size
+            .and_then(|n| usize::try_from(n).ok())
+        {
+            limits.max_statements = limits.max_statements.min(n).max(1);
+            // The statement cap is FerretDB's update stall; inserts only have the batch size.
+            limits.max_documents = n.max(1);
+        }
+        Deployment {
+            engine,
+            limits,
+            sharded: hello.msg.as_deref() == Some("isdbgrid"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deployment::MIB;
+
+    fn hello() -> Hello {
+        Hello {
+            msg: None,
+            max_bson_object_size: Some(16 * MIB as i64),
+            max_write_batch_size: Some(100_000),
+        }
+    }
+
+    #[test]
+    fn engines_and_their_limits() {
+        let ferret = BuildInfo {
+            version: Some("7.0.77".into()),
+            ferretdb_version: Some("v1.24.2".into()),
+        };
+        let d = Deployment::from_replies(&hello(), Some(&ferret));
+        assert_eq!(
+            d.engine(),
+            &Engine::FerretDb {
+                version: "v1.24.2".into()
+            }
+        );
+        assert_eq!(d.limits().max_statements, 16);
+        assert_eq!(d.limits().max_documents, 100_000);
+        assert!(!d.is_sharded());
+
+        let mongo = BuildInfo {
+            version: Some("7.0.0".into()),
+            ferretdb_version: None,
+        };
+        let d = Deployment::from_replies(&hello(), Some(&mongo));
+        assert_eq!(d.limits().max_statements, 10_000);
+
+        // A failed buildInfo falls back to the safe limits, not to 10,000 statements.
+        let d = Deployment::from_replies(&hello(), None);
+        assert_eq!(d.engine(), &Engine::Unknown);
+        assert_eq!(
+            d.limits(),
+            Limits {
+                max_documents: 100_000, // from hello, which did answer
+                ..Limits::SAFE
+            }
+        );
+
+        let mongos = Hello {
+            msg: Some("isdbgrid".into()),
+            ..hello()
+        };
+        assert!(Deployment::from_replies(&mongos, Some(&mongo)).is_sharded());
+
+        let small = Hello {
+            max_bson_object_size: Some(1000),
+            max_write_batch_size: Some(5),
+            ..hello()
+        };
+        let d = Deployment::from_replies(&small, Some(&mongo));
+        assert_eq!(d.limits().max_document_bytes, 1000);
+        assert_eq!(d.limits().max_command_bytes, 500);
+        assert_eq!(d.limits().max_statements, 5);
+        assert_eq!(d.limits().max_documents, 5);
+    }
 }

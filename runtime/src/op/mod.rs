@@ -12,7 +12,8 @@ mod indexes;
 pub(crate) mod write;
 
 pub(crate) use find::{find, is_empty, Scan, StoredEvent, StoredIdentity};
-pub(crate) use hello::{build_info, hello, BuildInfo, Hello};
+#[cfg(test)]
+pub(crate) use hello::Hello;
 pub(crate) use indexes::{create_index, list_indexes, IndexInfo};
 pub(crate) use write::{chunks, delete, insert, update, Refusal};
 

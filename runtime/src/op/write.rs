@@ -9,8 +9,8 @@ use ulid::Ulid;
 
 use super::{parse, Session, Target};
 use crate::error::{classify, server_code, Error};
+use crate::names::{OUR_FIELDS, OUR_INDEXES};
 use crate::raw::{Item, ToItem, Value};
-use crate::stored::{IDEMPOTENCY_FIELD, IDENTITY_FIELD};
 
 /// The reply of an `insert`, `update` or `delete` command (the fields natural-key reads).
 #[derive(Debug, Default, Deserialize)]
@@ -61,10 +61,6 @@ pub(crate) enum Refusal {
 }
 
 pub(crate) const DUPLICATE_KEY_CODE: i32 = 11000;
-
-/// Index names natural-key relies on for "decide again": `_id`'s and its own.
-const OUR_INDEXES: &[&str] = &["_id_", "nk_identity", "nk_idempotency"];
-const OUR_FIELDS: &[&str] = &["_id", IDENTITY_FIELD, IDEMPOTENCY_FIELD];
 
 impl WriteReply {
     /// A write concern error: the documents were applied but not acknowledged as asked.
@@ -243,6 +239,7 @@ pub(crate) async fn delete(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::{IDEMPOTENCY_FIELD, IDENTITY_FIELD};
     use bson::doc;
 
     #[test]

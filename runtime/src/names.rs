@@ -1,0 +1,68 @@
+//! Every name natural-key stores in a document or gives an index: frozen, because stored
+//! documents and existing indexes carry them. A leaf: it depends on nothing, and everything
+//! that writes, reads or indexes a stored name takes it from here.
+
+/// Every name natural-key stores or will store begins with this; documents may not use it.
+pub const RESERVED_PREFIX: &str = "_nk_";
+
+/// Field holding the identity digest (hex SHA-256 of the non-timestamp key fields).
+pub const IDENTITY_FIELD: &str = "_nk_identity";
+/// Field holding the content hash (hex).
+pub const HASH_FIELD: &str = "_nk_hash";
+/// Field holding the token of the write that last stored the document; lets a write tell its
+/// own commands from a concurrent writer's after an engine error or a lost reply.
+pub const WRITE_FIELD: &str = "_nk_write";
+/// Field holding a RandomId type's idempotency key.
+pub const IDEMPOTENCY_FIELD: &str = "_nk_idempotency";
+/// Field holding the `_id`s a document had before natural-key adopted or rekeyed it (an array:
+/// duplicates collapse into one document), so references to them can be repaired.
+pub const LEGACY_IDS_FIELD: &str = "_nk_legacy_ids";
+/// Field marking a document whose identity was released for a move to this id; the move
+/// completes (or, by adopt, is undone) on the next run.
+pub const MOVED_TO_FIELD: &str = "_nk_moved_to";
+
+/// The unique index on [`IDENTITY_FIELD`].
+pub(crate) const IDENTITY_INDEX: &str = "nk_identity";
+/// The unique index on [`IDEMPOTENCY_FIELD`].
+pub(crate) const IDEMPOTENCY_INDEX: &str = "nk_idempotency";
+/// The engine's own index on `_id`.
+pub(crate) const ID_INDEX: &str = "_id_";
+
+/// The indexes whose duplicates mean "another write stored this first; decide again".
+pub(crate) const OUR_INDEXES: &[&str] = &[ID_INDEX, IDENTITY_INDEX, IDEMPOTENCY_INDEX];
+/// Their fields, for engines that report a duplicate's key pattern instead of its index.
+pub(crate) const OUR_FIELDS: &[&str] = &["_id", IDENTITY_FIELD, IDEMPOTENCY_FIELD];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The frozen values, written out: a change here is a new format, not a refactoring.
+    #[test]
+    fn stored_names_are_frozen() {
+        assert_eq!(
+            [
+                RESERVED_PREFIX,
+                IDENTITY_FIELD,
+                HASH_FIELD,
+                WRITE_FIELD,
+                IDEMPOTENCY_FIELD
+            ],
+            [
+                "_nk_",
+                "_nk_identity",
+                "_nk_hash",
+                "_nk_write",
+                "_nk_idempotency"
+            ]
+        );
+        assert_eq!(
+            [LEGACY_IDS_FIELD, MOVED_TO_FIELD],
+            ["_nk_legacy_ids", "_nk_moved_to"]
+        );
+        assert_eq!(OUR_INDEXES, ["_id_", "nk_identity", "nk_idempotency"]);
+        for name in [IDENTITY_FIELD, HASH_FIELD, WRITE_FIELD, IDEMPOTENCY_FIELD] {
+            assert!(name.starts_with(RESERVED_PREFIX));
+        }
+    }
+}
