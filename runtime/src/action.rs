@@ -1,6 +1,6 @@
 //! The user-facing writes of a [`Collection`]: builders that implement `IntoFuture`, after the
-//! mongodb driver's `action` module. Each configures, then runs through `batch` (a single
-//! write is a batch of one) into `upsert` or `insert`.
+//! mongodb driver's `action` module. Each configures, then runs through the write engine's
+//! batch runner (a single write is a batch of one) into its upsert or insert writer.
 
 use std::borrow::Borrow;
 use std::future::{Future, IntoFuture};
@@ -10,41 +10,19 @@ use futures_util::Stream;
 use mongodb::ClientSession;
 use tracing::Instrument;
 
-use crate::batch::{self, Item, Options, Outcomes, Writer};
 use crate::collection::Collection;
 use crate::error::Error;
-use crate::insert::insert_batch;
 use crate::metrics;
 use crate::outcome::{BatchError, BatchReport, Counted, InsertOutcome, UpsertOutcome};
 use crate::retry::RetryPolicy;
 use crate::stored::{Prepared, PreparedEvent};
 use crate::traits::{NaturalKey, RandomId};
-use crate::upsert::{starts_with_insert, upsert_batch, Job, Memory};
+use crate::write::batch::{self, Item, Options};
+use crate::write::insert::EventWriter;
+use crate::write::mode::WriteMode;
+use crate::write::upsert::GuardedWriter;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// How an upsert writes a changed document.
-///
-/// ```no_run
-/// # use natural_key::prelude::*;
-/// # #[derive(NaturalKey, Serialize, Deserialize)]
-/// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64 }
-/// # async fn f(posts: natural_key::Collection<Post>, post: Post) -> Result<(), natural_key::Error> {
-/// // Fields other code wrote to the stored document disappear too.
-/// posts.upsert(&post).mode(WriteMode::Replace).await?;
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum WriteMode {
-    /// `$set` of the document's fields, `$unset` of the type's fields it leaves out (a `None`
-    /// skipped by serde): reading it back gives what was written, and fields that other code
-    /// wrote to the stored document, unknown to the type, survive.
-    #[default]
-    Merge,
-    /// Replace the stored document: fields unknown to the type are removed too.
-    Replace,
-}
 
 impl<T: NaturalKey + Send + Sync> Collection<T> {
     /// The guarded upsert of one document: insert, update or leave alone, never fork.
@@ -213,107 +191,6 @@ impl<T: RandomId + Send + Sync> Collection<T> {
     }
 }
 
-/// Writes upserts: the guard, with the call's mode and session.
-struct Upserts<'a, T: Send + Sync> {
-    coll: &'a Collection<T>,
-    mode: WriteMode,
-    session: Option<&'a mut ClientSession>,
-    /// Whether the previous batch was all new (`None`: this is the first).
-    all_new: Option<bool>,
-    /// The current batch's token and what its attempts sent.
-    memory: Option<Memory>,
-}
-
-impl<T, D> Writer<D> for Upserts<'_, T>
-where
-    T: NaturalKey + Send + Sync,
-    D: Borrow<T> + Send + Sync,
-{
-    type Prepared = Prepared;
-    type Outcome = UpsertOutcome;
-
-    async fn write(
-        &mut self,
-        batch: &[Item<Prepared, D>],
-        first_attempt: bool,
-    ) -> Result<Outcomes<UpsertOutcome>, Error> {
-        let describe = |i: usize| batch[i].doc.borrow().key_description();
-        let job = Job {
-            t: &self.coll.target,
-            mode: self.mode,
-            fields: self.coll.fields,
-            describe: &describe,
-        };
-        let items: Vec<&Prepared> = batch.iter().map(|i| &i.prepared).collect();
-        let insert_first = starts_with_insert(
-            job.t,
-            self.all_new,
-            items.len(),
-            first_attempt,
-            self.session.as_deref_mut(),
-        )
-        .await?;
-        let memory = match &mut self.memory {
-            Some(m) if !first_attempt => m,
-            slot => slot.insert(Memory::new(items.len())),
-        };
-        let results = upsert_batch(
-            &job,
-            &items,
-            insert_first,
-            memory,
-            self.session.as_deref_mut(),
-        )
-        .await?;
-        self.all_new = Some(
-            results
-                .iter()
-                .all(|r| matches!(r, Ok(UpsertOutcome::Inserted(_)))),
-        );
-        Ok(results)
-    }
-}
-
-/// Writes events, in the call's session.
-struct Inserts<'a, T: Send + Sync> {
-    coll: &'a Collection<T>,
-    session: Option<&'a mut ClientSession>,
-}
-
-impl<T, D> Writer<D> for Inserts<'_, T>
-where
-    T: RandomId + Send + Sync,
-    D: Send + Sync,
-{
-    type Prepared = PreparedEvent;
-    type Outcome = InsertOutcome;
-
-    async fn write(
-        &mut self,
-        batch: &[Item<PreparedEvent, D>],
-        _first_attempt: bool,
-    ) -> Result<Outcomes<InsertOutcome>, Error> {
-        let events: Vec<&PreparedEvent> = batch.iter().map(|i| &i.prepared).collect();
-        insert_batch(&self.coll.target, &events, self.session.as_deref_mut()).await
-    }
-}
-
-/// Runs one document through `writer` as a batch of one.
-async fn one<D, W: Writer<D>>(
-    writer: &mut W,
-    item: Item<W::Prepared, D>,
-    retry: &RetryPolicy,
-    operation: &'static str,
-    collection: &str,
-) -> Result<W::Outcome, Error> {
-    let batch = [item];
-    let results = batch::attempt(writer, &batch, retry, operation, collection).await?;
-    results
-        .into_iter()
-        .next()
-        .expect("a batch write returns one result per document")
-}
-
 /// What a single write returns, into its span and the metrics.
 fn record<O: Counted + std::fmt::Display>(
     collection: &str,
@@ -396,19 +273,14 @@ impl<'a, T: NaturalKey + Send + Sync> IntoFuture for Upsert<'a, T> {
                 let result = async {
                     let prepared = Prepared::of(self.doc, &coll.target)?;
                     tracing::Span::current().record("id", tracing::field::display(prepared.id));
-                    let mut writer = Upserts {
-                        coll,
-                        mode: self.mode,
-                        session: self.session,
-                        all_new: None,
-                        memory: None,
-                    };
+                    let mut writer =
+                        GuardedWriter::<T>::new(&coll.target, self.mode, coll.fields, self.session);
                     let item = Item {
                         index: 0,
                         prepared,
                         doc: self.doc,
                     };
-                    one(&mut writer, item, &self.retry, "upsert", ns).await
+                    batch::one(&mut writer, item, &self.retry, "upsert", ns).await
                 }
                 .await;
                 record(ns, "upsert", &result);
@@ -449,8 +321,8 @@ impl<'a, T: RandomId + Send + Sync> IntoFuture for Insert<'a, T> {
                 let ns = &coll.target.namespace;
                 let result = async {
                     let prepared = PreparedEvent::of(self.event, &coll.target)?;
-                    let mut writer = Inserts {
-                        coll,
+                    let mut writer = EventWriter {
+                        target: &coll.target,
                         session: self.session,
                     };
                     let item = Item {
@@ -458,7 +330,7 @@ impl<'a, T: RandomId + Send + Sync> IntoFuture for Insert<'a, T> {
                         prepared,
                         doc: (),
                     };
-                    one(&mut writer, item, &self.retry, "insert", ns).await
+                    batch::one(&mut writer, item, &self.retry, "insert", ns).await
                 }
                 .await;
                 record(ns, "insert", &result);
@@ -552,13 +424,8 @@ where
             tracing::info_span!("natural_key.upsert_many", collection = %coll.target.namespace);
         Box::pin(
             async move {
-                let mut writer = Upserts {
-                    coll,
-                    mode: self.mode,
-                    session: self.session,
-                    all_new: None,
-                    memory: None,
-                };
+                let mut writer =
+                    GuardedWriter::<T>::new(&coll.target, self.mode, coll.fields, self.session);
                 let prepare = |d: &S::Item| Prepared::of(d.borrow(), &coll.target);
                 let ns = &coll.target.namespace;
                 batch::run(
@@ -607,8 +474,8 @@ where
             tracing::info_span!("natural_key.insert_many", collection = %coll.target.namespace);
         Box::pin(
             async move {
-                let mut writer = Inserts {
-                    coll,
+                let mut writer = EventWriter {
+                    target: &coll.target,
                     session: self.session,
                 };
                 let prepare = |d: &S::Item| PreparedEvent::of(d.borrow(), &coll.target);

@@ -133,14 +133,7 @@ impl<T: NaturalKey + DeserializeOwned + Send + Sync> Collection<T> {
             .map(|d| crate::stored::Prepared::of(d, &self.target))
             .collect::<Result<Vec<_>, _>>()?;
         let items: Vec<_> = prepared.iter().collect();
-        let describe = |i: usize| docs[i].key_description();
-        let job = crate::upsert::Job {
-            t: &self.target,
-            mode: crate::action::WriteMode::default(),
-            fields: self.fields,
-            describe: &describe,
-        };
-        crate::upsert::first_ingest_commands(&job, &items)
+        crate::write::upsert::first_ingest_commands(&self.target, self.fields, &items)
     }
 }
 

@@ -5,13 +5,10 @@
 #![warn(missing_docs)]
 
 mod action;
-mod batch;
 mod collection;
 mod content;
-mod decide;
 mod deployment;
 mod error;
-mod insert;
 mod key;
 mod maintain;
 pub mod metrics;
@@ -24,10 +21,9 @@ mod sha;
 mod spec;
 mod stored;
 mod traits;
-mod upsert;
+mod write;
 
-pub use action::{Insert, InsertMany, InsertStream, Upsert, UpsertMany, UpsertStream, WriteMode};
-pub use batch::{DEFAULT_BATCH_SIZE, MAX_BATCH_BYTES};
+pub use action::{Insert, InsertMany, InsertStream, Upsert, UpsertMany, UpsertStream};
 pub use collection::{Collection, OpenCollection};
 pub use content::{canonical_hash, ContentHash, ParseContentHashError};
 pub use deployment::{Deployment, Engine, Limits};
@@ -51,6 +47,8 @@ pub use spec::{
     UnknownName,
 };
 pub use traits::{NaturalKey, RandomId};
+pub use write::batch::{DEFAULT_BATCH_SIZE, MAX_BATCH_BYTES};
+pub use write::mode::WriteMode;
 
 pub use bson;
 pub use mongodb;

@@ -19,7 +19,7 @@ pub(crate) enum Value<'a> {
     /// in at the top level: a stored body's fields.
     Fields(&'a [u8]),
     /// An array of documents.
-    Docs(&'a [Item<'a>]),
+    Docs(&'a [Embedded<'a>]),
     Bool(bool),
 }
 
@@ -27,41 +27,41 @@ pub(crate) enum Value<'a> {
 /// insert's document goes into its command as elements (`_id`, a stored body's fields, the
 /// write token), so the body is copied once per write, into the command.
 #[derive(Clone, Copy)]
-pub(crate) enum Item<'a> {
+pub(crate) enum Embedded<'a> {
     Bytes(&'a [u8]),
     Elements(&'a [(&'a str, Value<'a>)]),
 }
 
-impl Item<'_> {
+impl Embedded<'_> {
     /// Its bytes' length once written.
     pub(crate) fn len(&self) -> usize {
         match self {
-            Item::Bytes(b) => b.len(),
-            Item::Elements(e) => doc_len(e),
+            Embedded::Bytes(b) => b.len(),
+            Embedded::Elements(e) => doc_len(e),
         }
     }
 }
 
 /// What a command can carry as one of its documents.
-pub(crate) trait ToItem {
-    fn item(&self) -> Item<'_>;
+pub(crate) trait ToEmbedded {
+    fn embedded(&self) -> Embedded<'_>;
 }
 
-impl ToItem for RawDocumentBuf {
-    fn item(&self) -> Item<'_> {
-        Item::Bytes(self.as_bytes())
+impl ToEmbedded for RawDocumentBuf {
+    fn embedded(&self) -> Embedded<'_> {
+        Embedded::Bytes(self.as_bytes())
     }
 }
 
-impl<const N: usize> ToItem for [(&str, Value<'_>); N] {
-    fn item(&self) -> Item<'_> {
-        Item::Elements(self)
+impl<const N: usize> ToEmbedded for [(&str, Value<'_>); N] {
+    fn embedded(&self) -> Embedded<'_> {
+        Embedded::Elements(self)
     }
 }
 
-impl<T: ToItem + ?Sized> ToItem for &T {
-    fn item(&self) -> Item<'_> {
-        (**self).item()
+impl<T: ToEmbedded + ?Sized> ToEmbedded for &T {
+    fn embedded(&self) -> Embedded<'_> {
+        (**self).embedded()
     }
 }
 
@@ -182,8 +182,8 @@ fn write_doc(out: &mut Vec<u8>, elements: &[(&str, Value<'_>)]) -> Result<(), Un
                 for (i, d) in ds.iter().enumerate() {
                     index_key(out, i);
                     match d {
-                        Item::Bytes(b) => out.extend_from_slice(b),
-                        Item::Elements(e) => write_doc(out, e)?,
+                        Embedded::Bytes(b) => out.extend_from_slice(b),
+                        Embedded::Elements(e) => write_doc(out, e)?,
                     }
                 }
                 out.push(0);
@@ -221,10 +221,10 @@ mod tests {
                 .iter()
                 .map(|d| [("", Value::Fields(fields(d)))])
                 .collect();
-            let refs: Vec<Item<'_>> = (0..n)
+            let refs: Vec<Embedded<'_>> = (0..n)
                 .map(|i| match i % 2 {
-                    0 => items[i].item(),
-                    _ => parts[i].item(),
+                    0 => items[i].embedded(),
+                    _ => parts[i].embedded(),
                 })
                 .collect();
             let wc = rawdoc! { "w": "majority" };

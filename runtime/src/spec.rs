@@ -11,14 +11,15 @@ use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use ulid::Ulid;
 
-use crate::batch::Progress;
 use crate::content::ContentHash;
 use crate::error::{Error, KeyError};
 use crate::key::{check_timestamp, ulid_from, KeySink, KeyValue, Normalize, Scheme};
 use crate::maintain::audit::{finish, scan_with, AuditReport};
-use crate::maintain::{Derive, Derived, DEFAULT_SAMPLE};
+use crate::maintain::scan::{Derive, Derived};
+use crate::maintain::DEFAULT_SAMPLE;
 use crate::names::RESERVED_PREFIX;
 use crate::op::Target;
+use crate::write::batch::Progress;
 
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 

@@ -14,18 +14,18 @@ use bson::{doc, Bson, Document, RawDocumentBuf};
 use serde::de::DeserializeOwned;
 use ulid::Ulid;
 
+use super::apply::{apply, apply_set, fragment, statement, SetOp};
 use super::audit::{self, AuditReport, Finding};
-use super::{
-    apply, apply_set, classify, raw, statement, Kind, Read, Seen, SetOp, State, DEFAULT_SAMPLE,
-    SCAN_BATCH,
-};
-use crate::batch::Progress;
+use super::scan::{field, id_is, inspect, Read, Seen, State};
+use super::{DEFAULT_SAMPLE, SCAN_BATCH};
 use crate::collection::Collection;
 use crate::content::ContentHash;
-use crate::error::{classify as classify_error, Error};
+use crate::error::{classify, Error};
 use crate::names::{HASH_FIELD, IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, RESERVED_PREFIX};
+use crate::op::Command;
 use crate::op::{Scan, Target};
 use crate::traits::NaturalKey;
+use crate::write::batch::Progress;
 
 /// Old documents held for one sorted delete (about 60 bytes each): the more ids a sort sees,
 /// the narrower each delete statement's range.
@@ -186,15 +186,15 @@ where
             let mut doomed = Vec::new();
             let mut scan = Scan::open(t, RawDocumentBuf::new(), None, SCAN_BATCH)
                 .await
-                .map_err(classify_error)?;
+                .map_err(classify)?;
             loop {
-                let batch = scan.next_batch(SCAN_BATCH).await.map_err(classify_error)?;
+                let batch = scan.next_batch(SCAN_BATCH).await.map_err(classify)?;
                 if batch.is_empty() {
                     break;
                 }
                 let mut plan = Plan::default();
                 for stored in batch {
-                    let Seen::Read(r) = classify::<T>(stored) else {
+                    let Seen::Read(r) = inspect::<T>(stored) else {
                         continue;
                     };
                     let Some(g) = groups.get_mut(&r.identity) else {
@@ -258,7 +258,7 @@ struct Home {
 impl Plan {
     /// A non-home document of an identity whose documents all hold one content (so one
     /// derived id).
-    fn streamed<T>(&mut self, g: &mut super::Group, r: Read<T>) -> Result<(), Error> {
+    fn streamed<T>(&mut self, g: &mut super::scan::Group, r: Read<T>) -> Result<(), Error> {
         let identity = ContentHash(r.identity).to_string();
         let to = r.derived;
         if let Some(&k) = self.pending.get(&to) {
@@ -271,7 +271,7 @@ impl Plan {
             )?;
             self.updates.push((to, s, false));
             self.deletes.push((r.id, to));
-        } else if super::id_is(&r.id, to) {
+        } else if id_is(&r.id, to) {
             // At its derived id already, without (or with a stale) identity.
             let s = statement(
                 doc! {"_id": to.to_string()},
@@ -316,7 +316,7 @@ impl Plan {
         let listed: Vec<Bson> = members
             .iter()
             .find(|m| m.state.is_at_home())
-            .and_then(|h| match super::field(&h.stored, LEGACY_IDS_FIELD) {
+            .and_then(|h| match field(&h.stored, LEGACY_IDS_FIELD) {
                 Some(Bson::Array(ids)) => Some(ids),
                 _ => None,
             })
@@ -363,16 +363,16 @@ impl Plan {
     fn resolve(&mut self, members: &[Read<()>], w: usize, listed: Vec<Bson>) -> Result<(), Error> {
         let to = members[w].derived;
         let identity = ContentHash(members[w].identity).to_string();
-        let occupant = members.iter().position(|m| super::id_is(&m.id, to));
+        let occupant = members.iter().position(|m| id_is(&m.id, to));
         let mut ids = listed;
         ids.extend(
             members
                 .iter()
-                .filter(|m| !super::id_is(&m.id, to))
+                .filter(|m| !id_is(&m.id, to))
                 .map(|m| m.id.clone()),
         );
         for m in members {
-            if !super::id_is(&m.id, to) {
+            if !id_is(&m.id, to) {
                 if m.state != State::Legacy {
                     self.releases.push((m.id.clone(), to));
                 }
@@ -383,12 +383,12 @@ impl Plan {
             // Replaced only while it is as the scan read it.
             Some(o) => {
                 let mut q = doc! {"_id": to.to_string()};
-                match super::field(&members[o].stored, HASH_FIELD) {
+                match field(&members[o].stored, HASH_FIELD) {
                     Some(h) => q.insert(HASH_FIELD, h),
                     None => q.insert(HASH_FIELD, doc! {"$exists": false}),
                 };
                 let mut s = RawDocumentBuf::new();
-                s.append("q", raw(&q)?);
+                s.append("q", fragment(&q)?);
                 s.append(
                     "u",
                     home(&members[w].stored, &identity, &members[w].hash, &ids)?,
@@ -440,7 +440,7 @@ impl Plan {
             .map(|(to, s, home)| (home, (to, s)))
             .unzip();
         let counts = [vec![true; homes.len()], homes_count];
-        for ((kind, items), counts) in [(Kind::Insert, homes), (Kind::Update, updates)]
+        for ((kind, items), counts) in [(Command::Insert, homes), (Command::Update, updates)]
             .into_iter()
             .zip(counts)
         {
@@ -507,7 +507,7 @@ async fn release(
         )?;
         statements.push((*to, s));
     }
-    let results = apply(t, Kind::Update, statements).await?;
+    let results = apply(t, Command::Update, statements).await?;
     Ok(releases
         .iter()
         .zip(results)
@@ -519,7 +519,7 @@ async fn release(
 async fn send(
     t: &Target,
     dry: bool,
-    kind: Kind,
+    kind: Command,
     docs: Vec<(Ulid, RawDocumentBuf)>,
 ) -> Result<Vec<Result<(), Error>>, Error> {
     if dry {
@@ -551,4 +551,25 @@ fn home(
     }
     d.append(LEGACY_IDS_FIELD, legacy);
     Ok(d)
+}
+
+impl<T> Read<T> {
+    /// The document for a policy, and the rest.
+    pub(crate) fn split(self) -> (Candidate<T>, Read<()>) {
+        let candidate = Candidate {
+            id: self.id.clone(),
+            doc: self.doc,
+            at_home: self.state.is_at_home(),
+        };
+        let rest = Read {
+            id: self.id,
+            doc: (),
+            identity: self.identity,
+            derived: self.derived,
+            hash: self.hash,
+            state: self.state,
+            stored: self.stored,
+        };
+        (candidate, rest)
+    }
 }

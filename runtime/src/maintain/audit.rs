@@ -7,12 +7,13 @@ use std::future::IntoFuture;
 use bson::Bson;
 use serde::de::DeserializeOwned;
 
-use super::{classify_with, Derive, Groups, Seen, State, Typed, DEFAULT_SAMPLE, SCAN_BATCH};
-use crate::batch::Progress;
+use super::scan::{inspect_with, Derive, Groups, Seen, State, Typed};
+use super::{DEFAULT_SAMPLE, SCAN_BATCH};
 use crate::collection::Collection;
-use crate::error::{classify as classify_error, Error};
+use crate::error::{classify, Error};
 use crate::op::{Scan, Target};
 use crate::traits::NaturalKey;
+use crate::write::batch::Progress;
 
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
@@ -260,15 +261,15 @@ pub(crate) async fn scan_with<K: Derive + Sync>(
     let mut groups = Groups::default();
     let mut scan = Scan::open(target, bson::RawDocumentBuf::new(), None, SCAN_BATCH)
         .await
-        .map_err(classify_error)?;
+        .map_err(classify)?;
     loop {
-        let batch = scan.next_batch(SCAN_BATCH).await.map_err(classify_error)?;
+        let batch = scan.next_batch(SCAN_BATCH).await.map_err(classify)?;
         if batch.is_empty() {
             break;
         }
         for stored in batch {
             report.scanned += 1;
-            match classify_with(key, stored) {
+            match inspect_with(key, stored) {
                 Seen::Unreadable { id, message } => {
                     report.unreadable.note(&id, sample);
                     report.first_unreadable.get_or_insert(message);
@@ -292,7 +293,7 @@ pub(crate) async fn scan_with<K: Derive + Sync>(
 /// The duplicate findings, once every identity is known.
 pub(crate) fn finish(groups: &Groups, sample: usize, report: &mut AuditReport) {
     // Sorted, so the sample is the same on every run.
-    let mut duplicated: Vec<(&u128, &super::SmallId)> = groups.duplicated.iter().collect();
+    let mut duplicated: Vec<(&u128, &super::scan::SmallId)> = groups.duplicated.iter().collect();
     duplicated.sort_by_key(|(k, _)| **k);
     for (k, id) in duplicated {
         let Some(g) = groups.get(*k) else { continue };

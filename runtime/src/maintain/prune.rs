@@ -11,11 +11,13 @@ use bson::{doc, Bson, RawDocumentBuf};
 use futures_util::Stream;
 use ulid::Ulid;
 
-use super::{apply, delete_one, raw, Kind, SCAN_BATCH};
+use super::apply::{apply, delete_one, fragment};
+use super::SCAN_BATCH;
 use crate::action::UpsertStream;
 use crate::content::ContentHash;
 use crate::error::{classify, Error};
 use crate::names::IDENTITY_FIELD;
+use crate::op::Command;
 use crate::op::{Scan, StoredIdentity};
 use crate::outcome::{BatchError, BatchReport};
 use crate::traits::NaturalKey;
@@ -166,7 +168,7 @@ async fn prune<T: Send + Sync>(
         ..PruneReport::default()
     };
     let mut gone: Vec<(Bson, Bson)> = Vec::new();
-    let filter: RawDocumentBuf = raw(&doc! {IDENTITY_FIELD: {"$exists": true}})?;
+    let filter: RawDocumentBuf = fragment(&doc! {IDENTITY_FIELD: {"$exists": true}})?;
     let mut scan = Scan::open(t, filter, Some(&["_id", IDENTITY_FIELD]), SCAN_BATCH)
         .await
         .map_err(classify)?;
@@ -219,7 +221,7 @@ async fn prune<T: Send + Sync>(
         .collect::<Result<Vec<_>, Error>>()?;
     let mut deleted = 0;
     let mut first_error = None;
-    for r in apply(t, Kind::Delete, statements).await? {
+    for r in apply(t, Command::Delete, statements).await? {
         match r {
             Ok(()) => deleted += 1,
             // Already gone (a concurrent delete, a rerun): what prune wanted.

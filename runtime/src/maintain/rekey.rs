@@ -12,11 +12,12 @@ use bson::{doc, Bson, Document, RawDocumentBuf};
 use serde::de::DeserializeOwned;
 use ulid::Ulid;
 
-use super::{apply, delete_one, raw, statement, Kind};
+use super::apply::{apply, delete_one, fragment, statement};
 use crate::collection::Collection;
 use crate::error::{classify, Error};
 use crate::names::{IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, RESERVED_PREFIX};
 use crate::op;
+use crate::op::Command;
 use crate::stored::{id_text, Prepared};
 use crate::traits::NaturalKey;
 
@@ -123,7 +124,7 @@ where
                 {MOVED_TO_FIELD: &p.id_text},
                 {"_id": &p.id_text},
             ]};
-            let found: Vec<Document> = op::find(t, raw(&filter)?, None, None)
+            let found: Vec<Document> = op::find(t, fragment(&filter)?, None, None)
                 .await
                 .map_err(classify)?;
             let holds = |d: &&Document| d.get_str(IDENTITY_FIELD) == Ok(p.identity.as_str());
@@ -175,10 +176,10 @@ where
                     doc! {"_id": old_id.clone(), IDENTITY_FIELD: &p.identity},
                     doc! {"$unset": {IDENTITY_FIELD: ""}, "$set": {MOVED_TO_FIELD: &p.id_text}},
                 )?;
-                one(apply(t, Kind::Update, vec![(to, release)]).await?)?;
+                one(apply(t, Command::Update, vec![(to, release)]).await?)?;
             }
             let home = home(self.coll, &p, old, &old_id)?;
-            one(apply(t, Kind::Insert, vec![(to, home)]).await?)?;
+            one(apply(t, Command::Insert, vec![(to, home)]).await?)?;
             delete_released(self.coll, &[old], to).await?;
             Ok(outcome)
         })
@@ -207,7 +208,8 @@ fn home<T: Send + Sync>(
     let mut ids = old.get_array(LEGACY_IDS_FIELD).cloned().unwrap_or_default();
     ids.push(old_id.clone());
     extra.insert(LEGACY_IDS_FIELD, ids);
-    crate::stored::append_fields(&mut d, &raw(&extra)?, None).map_err(Error::serialize::<T>)?;
+    crate::stored::append_fields(&mut d, &fragment(&extra)?, None)
+        .map_err(Error::serialize::<T>)?;
     Ok(d)
 }
 
@@ -224,7 +226,7 @@ async fn delete_released<T: Send + Sync>(
     if statements.is_empty() {
         return Ok(());
     }
-    for r in apply(&coll.target, Kind::Delete, statements).await? {
+    for r in apply(&coll.target, Command::Delete, statements).await? {
         r?;
     }
     Ok(())

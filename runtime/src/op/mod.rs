@@ -15,7 +15,7 @@ pub(crate) use find::{find, is_empty, Scan, StoredEvent, StoredIdentity};
 #[cfg(test)]
 pub(crate) use hello::Hello;
 pub(crate) use indexes::{create_index, list_indexes, IndexInfo};
-pub(crate) use write::{chunks, delete, insert, update, Refusal};
+pub(crate) use write::{chunks, Command, Refusal};
 
 use bson::{Document, RawDocumentBuf};
 use mongodb::action::Action;

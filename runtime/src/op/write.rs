@@ -8,9 +8,10 @@ use serde::Deserialize;
 use ulid::Ulid;
 
 use super::{parse, Session, Target};
+use crate::deployment::Limits;
 use crate::error::{classify, server_code, Error};
 use crate::names::{OUR_FIELDS, OUR_INDEXES};
-use crate::raw::{Item, ToItem, Value};
+use crate::raw::{Embedded, ToEmbedded, Value};
 
 /// The reply of an `insert`, `update` or `delete` command (the fields natural-key reads).
 #[derive(Debug, Default, Deserialize)]
@@ -188,13 +189,43 @@ pub(crate) fn chunks(
     out
 }
 
+/// The write commands natural-key sends: each unordered, with the collection's write concern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Command {
+    /// `insert` of documents.
+    Insert,
+    /// `update` of `{q, u, upsert, multi}` statements.
+    Update,
+    /// `delete` of `{q, limit}` statements.
+    Delete,
+}
+
+impl Command {
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Command::Insert => ("insert", "documents"),
+            Command::Update => ("update", "updates"),
+            Command::Delete => ("delete", "deletes"),
+        }
+    }
+
+    /// Most documents or statements one command of this kind carries.
+    pub(crate) fn max_items(self, limits: Limits) -> usize {
+        match self {
+            Command::Insert => limits.max_documents,
+            Command::Update | Command::Delete => limits.max_statements,
+        }
+    }
+}
+
+/// The command's bytes: built here and only here.
 pub(crate) fn command(
     t: &Target,
-    name: &str,
-    field: &str,
-    items: &[impl ToItem],
+    command: Command,
+    items: &[impl ToEmbedded],
 ) -> Result<RawDocumentBuf, mongodb::error::Error> {
-    let items: Vec<Item<'_>> = items.iter().map(ToItem::item).collect();
+    let (name, field) = command.names();
+    let items: Vec<Embedded<'_>> = items.iter().map(ToEmbedded::embedded).collect();
     let mut elements = vec![
         (name, Value::Str(&t.name)),
         (field, Value::Docs(&items)),
@@ -206,34 +237,15 @@ pub(crate) fn command(
     crate::raw::doc(&elements).map_err(mongodb::error::Error::custom)
 }
 
-/// One unordered `insert` of `docs`.
-pub(crate) async fn insert(
+/// Sends one command of `items` and parses its reply.
+pub(crate) async fn run(
     t: &Target,
-    docs: &[impl ToItem],
+    kind: Command,
+    items: &[impl ToEmbedded],
     session: Session<'_>,
 ) -> Result<WriteReply, mongodb::error::Error> {
-    let cmd = command(t, "insert", "documents", docs)?;
-    parse(t.run(cmd, session).await?, "insert")
-}
-
-/// One unordered `update` of `statements` (`{q, u, upsert, multi}` documents).
-pub(crate) async fn update(
-    t: &Target,
-    statements: &[&RawDocumentBuf],
-    session: Session<'_>,
-) -> Result<WriteReply, mongodb::error::Error> {
-    let cmd = command(t, "update", "updates", statements)?;
-    parse(t.run(cmd, session).await?, "update")
-}
-
-/// One unordered `delete` of `statements` (`{q, limit}` documents).
-pub(crate) async fn delete(
-    t: &Target,
-    statements: &[&RawDocumentBuf],
-    session: Session<'_>,
-) -> Result<WriteReply, mongodb::error::Error> {
-    let cmd = command(t, "delete", "deletes", statements)?;
-    parse(t.run(cmd, session).await?, "delete")
+    let cmd = command(t, kind, items)?;
+    parse(t.run(cmd, session).await?, kind.names().0)
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 //! every document and statement also stamps the document with the batch's write token
 //! (`_nk_write`): after a failed command, a short `n` — or a lost reply the retry policy
 //! retries — the next read tells "we applied it" from "another writer did" exactly. The token
-//! and what was sent outlive the attempt ([`Memory`]), which is what makes a retried batch's
+//! and what was sent outlive the attempt ([`Ledger`]), which is what makes a retried batch's
 //! outcomes exact.
 
 use std::collections::HashMap;
@@ -21,17 +21,23 @@ use std::collections::HashMap;
 use bson::{Bson, RawBson, RawDocumentBuf};
 use ulid::Ulid;
 
-use crate::action::WriteMode;
-use crate::decide::{decide, Action, Sent, Stored};
+use std::borrow::Borrow;
+use std::marker::PhantomData;
+
+use mongodb::ClientSession;
+
+use super::batch::{Item, Outcomes, Writer};
+use super::decide::{decide, Action, Sent, Stored};
+use super::mode::WriteMode;
+use super::rounds::{or_contention, unnamed_violation, MAX_ROUNDS};
+use super::send::{send, Verdict};
 use crate::error::{classify, Error};
 use crate::names::{HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
-use crate::op::{self, Refusal, Session, StoredIdentity, Target};
+use crate::op::{self, Command, Refusal, Session, StoredIdentity, Target};
 use crate::outcome::UpsertOutcome;
-use crate::raw::{self, ToItem, Value};
+use crate::raw::{self, Embedded, ToEmbedded, Value};
 use crate::stored::{name_problem, Prepared};
-
-/// How many read-decide-write rounds a document gets before [`Error::Contention`].
-pub(crate) const MAX_ROUNDS: u32 = 8;
+use crate::traits::NaturalKey;
 
 /// A call's first batch of at least this many documents asks first whether the collection is
 /// empty, and if so starts with its insert instead of reading its identities. The question is
@@ -43,8 +49,8 @@ const EMPTY_PROBE_MIN: usize = 100;
 /// Whether a batch starts with its insert. `known`: what the call's previous batch showed
 /// (`Some(true)`: all of it was new), `None` for its first batch. A retried attempt always reads:
 /// the lost attempt may have written.
-pub(crate) async fn starts_with_insert(
-    t: &Target,
+async fn starts_with_insert(
+    target: &Target,
     known: Option<bool>,
     items: usize,
     first_attempt: bool,
@@ -53,14 +59,95 @@ pub(crate) async fn starts_with_insert(
     Ok(match known {
         _ if !first_attempt => false,
         Some(all_new) => all_new,
-        None if items >= EMPTY_PROBE_MIN => op::is_empty(t, session).await.map_err(classify)?,
+        None if items >= EMPTY_PROBE_MIN => {
+            op::is_empty(target, session).await.map_err(classify)?
+        }
         None => false,
     })
 }
 
+/// The batch runner's writer for upserts: the guard, with the call's mode and session, and
+/// what it learns from one batch for the next.
+pub(crate) struct GuardedWriter<'a, T> {
+    target: &'a Target,
+    mode: WriteMode,
+    /// The type's stored field names (see `stored::struct_fields`).
+    fields: Option<&'static [&'static str]>,
+    session: Option<&'a mut ClientSession>,
+    /// Whether the previous batch was all new (`None`: this is the first).
+    all_new: Option<bool>,
+    /// The current batch's token and what its attempts sent.
+    ledger: Option<Ledger>,
+    _doc: PhantomData<fn(&T)>,
+}
+
+impl<'a, T> GuardedWriter<'a, T> {
+    pub(crate) fn new(
+        target: &'a Target,
+        mode: WriteMode,
+        fields: Option<&'static [&'static str]>,
+        session: Option<&'a mut ClientSession>,
+    ) -> Self {
+        GuardedWriter {
+            target,
+            mode,
+            fields,
+            session,
+            all_new: None,
+            ledger: None,
+            _doc: PhantomData,
+        }
+    }
+}
+
+impl<T, D> Writer<D> for GuardedWriter<'_, T>
+where
+    T: NaturalKey + Send + Sync,
+    D: Borrow<T> + Send + Sync,
+{
+    type Prepared = Prepared;
+    type Outcome = UpsertOutcome;
+
+    async fn write(
+        &mut self,
+        batch: &[Item<Prepared, D>],
+        first_attempt: bool,
+    ) -> Result<Outcomes<UpsertOutcome>, Error> {
+        let describe = |i: usize| batch[i].doc.borrow().key_description();
+        let call = UpsertCall {
+            target: self.target,
+            mode: self.mode,
+            fields: self.fields,
+            describe: &describe,
+        };
+        let items: Vec<&Prepared> = batch.iter().map(|i| &i.prepared).collect();
+        let session = self.session.as_deref_mut();
+        let insert_first = starts_with_insert(
+            self.target,
+            self.all_new,
+            items.len(),
+            first_attempt,
+            session,
+        )
+        .await?;
+        let ledger = match &mut self.ledger {
+            Some(l) if !first_attempt => l,
+            slot => slot.insert(Ledger::new(items.len())),
+        };
+        let session = self.session.as_deref_mut();
+        let results = upsert_batch(&call, &items, insert_first, ledger, session).await?;
+        self.all_new = Some(
+            results
+                .iter()
+                .all(|r| matches!(r, Ok(UpsertOutcome::Inserted(_)))),
+        );
+        Ok(results)
+    }
+}
+
 /// What every batch of one upsert call shares.
-pub(crate) struct Job<'a> {
-    pub(crate) t: &'a Target,
+pub(crate) struct UpsertCall<'a> {
+    pub(crate) target: &'a Target,
     pub(crate) mode: WriteMode,
     /// The type's stored field names, unset in Merge mode when a document lacks them.
     pub(crate) fields: Option<&'static [&'static str]>,
@@ -68,11 +155,9 @@ pub(crate) struct Job<'a> {
     pub(crate) describe: &'a (dyn Fn(usize) -> String + Sync),
 }
 
-type Outcomes = Vec<Result<UpsertOutcome, Error>>;
-
 /// What a batch's attempts have sent, kept across the retry policy's attempts: a lost reply
 /// fails the attempt, and the retry must still know that the lost command was ours.
-pub(crate) struct Memory {
+pub(crate) struct Ledger {
     /// Stamped by every document and statement of the batch, whatever the round or attempt:
     /// a stored token equal to it means this call wrote the stored content.
     token: String,
@@ -80,9 +165,9 @@ pub(crate) struct Memory {
     sent: Vec<Option<Sent>>,
 }
 
-impl Memory {
-    pub(crate) fn new(items: usize) -> Memory {
-        Memory {
+impl Ledger {
+    pub(crate) fn new(items: usize) -> Ledger {
+        Ledger {
             token: Ulid::new().to_string(),
             sent: vec![None; items],
         }
@@ -90,7 +175,7 @@ impl Memory {
 }
 
 /// Per-document state across rounds.
-struct Rounds<'p, 'm> {
+struct BatchState<'p, 'm> {
     items: &'p [&'p Prepared],
     results: Vec<Option<Result<UpsertOutcome, Error>>>,
     sent: &'m mut [Option<Sent>],
@@ -126,30 +211,38 @@ type View = Option<(Bson, Option<Bson>)>;
 /// One statement or document to send for item `item`.
 struct Outgoing<D> {
     item: usize,
+    /// The item's id, for an error about its command.
+    id: Ulid,
     doc: D,
+}
+
+impl<D: ToEmbedded> ToEmbedded for Outgoing<D> {
+    fn embedded(&self) -> Embedded<'_> {
+        self.doc.embedded()
+    }
 }
 
 /// An insert's document, written into its command in place ([`insert_document`]).
 type InsertDoc<'a> = [(&'a str, Value<'a>); 3];
 
 /// A round's inserts and update statements.
-type Plan<'p> = (Vec<Outgoing<InsertDoc<'p>>>, Vec<Outgoing<RawDocumentBuf>>);
+type RoundWrites<'p> = (Vec<Outgoing<InsertDoc<'p>>>, Vec<Outgoing<RawDocumentBuf>>);
 
 /// Decides and writes one batch; one result per item. `Err` only for a failure of the whole
-/// batch (network, ...), which the caller may retry with the same `memory`: the batch is
+/// batch (network, ...), which the caller may retry with the same `ledger`: the batch is
 /// idempotent, and its outcomes stay exact.
 pub(crate) async fn upsert_batch(
-    job: &Job<'_>,
+    call: &UpsertCall<'_>,
     items: &[&Prepared],
     insert_first: bool,
-    memory: &mut Memory,
+    ledger: &mut Ledger,
     mut session: Session<'_>,
-) -> Result<Outcomes, Error> {
-    debug_assert_eq!(memory.sent.len(), items.len());
-    let token = memory.token.as_str();
-    let mut r = Rounds::new(items, &mut memory.sent);
+) -> Result<Outcomes<UpsertOutcome>, Error> {
+    debug_assert_eq!(ledger.sent.len(), items.len());
+    let token = ledger.token.as_str();
+    let mut state = BatchState::new(items, &mut ledger.sent);
     for round in 0..MAX_ROUNDS {
-        if r.pending.is_empty() {
+        if state.pending.is_empty() {
             break;
         }
         // Skipped when the batch starts with the insert: every document is taken as new and
@@ -157,70 +250,79 @@ pub(crate) async fn upsert_batch(
         let stored = if round == 0 && insert_first {
             HashMap::new()
         } else {
-            read(job.t, &r, session.as_deref_mut()).await?
+            read(call.target, &state, session.as_deref_mut()).await?
         };
-        let (inserts, updates) = plan(job, &mut r, &stored, token)?;
-        r.pending.clear();
-        send_inserts(job.t, &mut r, inserts, token, session.as_deref_mut()).await?;
-        send_updates(job.t, &mut r, updates, token, session.as_deref_mut()).await?;
+        let (inserts, updates) = plan(call, &mut state, &stored, token)?;
+        state.pending.clear();
+        send_inserts(
+            call.target,
+            &mut state,
+            inserts,
+            token,
+            session.as_deref_mut(),
+        )
+        .await?;
+        send_updates(
+            call.target,
+            &mut state,
+            updates,
+            token,
+            session.as_deref_mut(),
+        )
+        .await?;
     }
-    Ok(or_contention(r.results, job.t, |i| items[i].id))
+    Ok(or_contention(state.results, call.target, |i| items[i].id))
 }
 
 /// The client's share of a first-ingest batch, sent nowhere: the plan `upsert_batch` makes
 /// for `items` when nothing is stored, up to its `insert` commands. Returns their bytes.
 /// `benches/client_cpu.rs` measures it against its floors.
-pub(crate) fn first_ingest_commands(job: &Job<'_>, items: &[&Prepared]) -> Result<usize, Error> {
-    let mut memory = Memory::new(items.len());
-    let mut r = Rounds::new(items, &mut memory.sent);
-    let (inserts, _) = plan(job, &mut r, &HashMap::new(), &memory.token)?;
-    let max = job.t.deployment.limits().max_documents;
+pub(crate) fn first_ingest_commands(
+    target: &Target,
+    fields: Option<&'static [&'static str]>,
+    items: &[&Prepared],
+) -> Result<usize, Error> {
+    let describe = |_: usize| String::new();
+    let call = UpsertCall {
+        target,
+        mode: WriteMode::default(),
+        fields,
+        describe: &describe,
+    };
+    let mut ledger = Ledger::new(items.len());
+    let mut state = BatchState::new(items, &mut ledger.sent);
+    let (inserts, _) = plan(&call, &mut state, &HashMap::new(), &ledger.token)?;
+    let limits = target.deployment.limits();
     let mut bytes = 0;
-    for (_, docs) in commands(job.t, &inserts, false, max) {
-        let cmd = op::write::command(job.t, "insert", "documents", &docs).map_err(classify)?;
+    for range in op::chunks(
+        inserts.iter().map(|s| s.embedded().len()),
+        limits.max_command_bytes,
+        Command::Insert.max_items(limits),
+    ) {
+        let cmd = op::write::command(target, Command::Insert, &inserts[range]).map_err(classify)?;
         bytes += cmd.as_bytes().len();
     }
     Ok(bytes)
 }
 
-/// The results, with what is still unsettled after [`MAX_ROUNDS`] as [`Error::Contention`].
-pub(crate) fn or_contention<O>(
-    results: Vec<Option<Result<O, Error>>>,
-    t: &Target,
-    id: impl Fn(usize) -> Ulid,
-) -> Vec<Result<O, Error>> {
-    results
-        .into_iter()
-        .enumerate()
-        .map(|(i, result)| {
-            result.unwrap_or_else(|| {
-                Err(Error::Contention {
-                    collection: t.namespace.clone(),
-                    id: id(i),
-                    attempts: MAX_ROUNDS,
-                })
-            })
-        })
-        .collect()
-}
-
 /// The stored `_id`, hash and write token of every pending identity, keyed by identity.
 async fn read(
-    t: &Target,
-    r: &Rounds<'_, '_>,
+    target: &Target,
+    state: &BatchState<'_, '_>,
     session: Session<'_>,
 ) -> Result<HashMap<String, StoredIdentity>, Error> {
     let mut wanted = bson::RawArrayBuf::new();
-    for &i in &r.pending {
-        wanted.push(r.items[i].identity.as_str());
+    for &i in &state.pending {
+        wanted.push(state.items[i].identity.as_str());
     }
     let mut condition = RawDocumentBuf::new();
     condition.append("$in", wanted);
     let mut filter = RawDocumentBuf::new();
     filter.append(IDENTITY_FIELD, condition);
-    let found: Vec<StoredIdentity> = op::find(t, filter, Some(StoredIdentity::PROJECTION), session)
-        .await
-        .map_err(classify)?;
+    let found: Vec<StoredIdentity> =
+        op::find(target, filter, Some(StoredIdentity::PROJECTION), session)
+            .await
+            .map_err(classify)?;
     Ok(found
         .into_iter()
         .filter_map(|d| Some((d.identity.as_ref()?.as_str()?.to_string(), d)))
@@ -230,21 +332,21 @@ async fn read(
 /// Decides every pending item: settles what needs no write, and returns the `insert`
 /// documents and `update` statements for the rest.
 fn plan<'p>(
-    job: &Job<'_>,
-    r: &mut Rounds<'p, '_>,
+    call: &UpsertCall<'_>,
+    state: &mut BatchState<'p, '_>,
     stored: &HashMap<String, StoredIdentity>,
     token: &'p str,
-) -> Result<Plan<'p>, Error> {
+) -> Result<RoundWrites<'p>, Error> {
     let (mut inserts, mut updates) = (Vec::new(), Vec::new());
-    for &i in &r.pending {
-        let p = r.items[i];
+    for &i in &state.pending {
+        let p = state.items[i];
         let found = stored.get(&p.identity);
         let seen: View = found.map(|d| (d.id.clone(), d.hash.clone()));
         // Each step holds for this round's decision only.
-        let unnamed = r.unnamed[i].take();
+        let unnamed = state.unnamed[i].take();
         if let Some(Unnamed::StatementRefused(view, message)) = &unnamed {
             if **view == seen {
-                r.results[i] = Some(Err(unnamed_violation(job.t, p.id, message.clone())));
+                state.results[i] = Some(Err(unnamed_violation(call.target, p.id, message.clone())));
                 continue;
             }
         }
@@ -259,54 +361,49 @@ fn plan<'p>(
             &p.hash,
             p.hash_v1.as_deref(),
             view,
-            r.sent[i].as_ref(),
+            state.sent[i].as_ref(),
         ) {
             Action::Done(o) => {
-                r.results[i] = Some(Ok(o));
+                state.results[i] = Some(Ok(o));
                 continue;
             }
             Action::Fork => {
-                r.results[i] = Some(Err(Error::ImmutableKeyChanged {
-                    collection: job.t.namespace.clone(),
+                state.results[i] = Some(Err(Error::ImmutableKeyChanged {
+                    collection: call.target.namespace.clone(),
                     stored_id: crate::stored::id_text(&found.expect("a fork was read").id),
                     derived_id: p.id,
-                    key: (job.describe)(i),
+                    key: (call.describe)(i),
                 }));
                 continue;
             }
             Action::Insert => {
-                r.unnamed[i] = unnamed.filter(|u| matches!(u, Unnamed::AdoptionMissed(_)));
+                state.unnamed[i] = unnamed.filter(|u| matches!(u, Unnamed::AdoptionMissed(_)));
                 // Until a reply says otherwise, it may be applied: if this attempt fails, the
                 // retry's read decides by the token.
-                r.sent[i] = Some(uncertain(token, true));
+                state.sent[i] = Some(uncertain(token, true));
                 inserts.push(Outgoing {
                     item: i,
+                    id: p.id,
                     doc: insert_document(p, token),
                 });
                 continue;
             }
             Action::AdoptById => {
-                r.unnamed[i] = unnamed.filter(|u| matches!(u, Unnamed::InsertRefused(_)));
+                state.unnamed[i] = unnamed.filter(|u| matches!(u, Unnamed::InsertRefused(_)));
                 None
             }
             Action::Update { stored_hash } => Some(stored_hash.cloned().unwrap_or(Bson::Null)),
         };
-        let doc = statement(job, p, stored_hash, token)?;
-        r.sent[i] = Some(uncertain(token, false));
-        r.planned[i] = Some(seen);
-        updates.push(Outgoing { item: i, doc });
+        let doc = statement(call, p, stored_hash, token)?;
+        state.sent[i] = Some(uncertain(token, false));
+        state.planned[i] = Some(seen);
+        updates.push(Outgoing {
+            item: i,
+            id: p.id,
+            doc,
+        });
     }
     Ok((inserts, updates))
-}
-
-/// A duplicate the engine did not attribute to an index, shown by the reads not to be ours.
-fn unnamed_violation(t: &Target, id: Ulid, message: String) -> Error {
-    Error::UniqueIndexViolation {
-        collection: t.namespace.clone(),
-        id,
-        index: "(an index the engine did not name)".into(),
-        key: message,
-    }
 }
 
 fn uncertain(token: &str, insert: bool) -> Sent {
@@ -333,17 +430,19 @@ fn insert_document<'a>(p: &'a Prepared, token: &'a str) -> InsertDoc<'a> {
 /// the filter is `_id` alone: a change since the read is overwritten with this content, which
 /// deciding again would also do.
 fn statement(
-    job: &Job<'_>,
+    call: &UpsertCall<'_>,
     p: &Prepared,
     stored_hash: Option<Bson>,
     token: &str,
 ) -> Result<RawDocumentBuf, Error> {
     let mut filter = RawDocumentBuf::new();
     filter.append("_id", p.id_text.as_str());
-    if job.t.sharded {
+    if call.target.sharded {
         filter.append(IDENTITY_FIELD, p.identity.as_str());
     }
-    if let Some(hash) = stored_hash.filter(|_| job.t.deployment.compares_hash_in_update_filter()) {
+    if let Some(hash) =
+        stored_hash.filter(|_| call.target.deployment.compares_hash_in_update_filter())
+    {
         filter.append(HASH_FIELD, RawBson::try_from(hash).map_err(serialize)?);
     }
     let body = raw::doc(&[
@@ -351,7 +450,7 @@ fn statement(
         (WRITE_FIELD, Value::Str(token)),
     ])
     .map_err(serialize)?;
-    let update = match job.mode {
+    let update = match call.mode {
         WriteMode::Merge => {
             let mut u = RawDocumentBuf::new();
             u.append("$set", body);
@@ -360,7 +459,7 @@ fn statement(
             let mut unset = RawDocumentBuf::new();
             // A name the body could not carry is no field of ours to unset (`a.b` would be a
             // path into another field).
-            for f in job.fields.unwrap_or_default() {
+            for f in call.fields.unwrap_or_default() {
                 let ours = name_problem(f, true).is_none();
                 if ours && !matches!(p.body.get(f), Ok(Some(_))) {
                     unset.append(*f, "");
@@ -385,9 +484,9 @@ fn serialize(e: impl std::fmt::Display) -> Error {
     Error::serialize::<RawDocumentBuf>(e)
 }
 
-impl<'p, 'm> Rounds<'p, 'm> {
+impl<'p, 'm> BatchState<'p, 'm> {
     fn new(items: &'p [&'p Prepared], sent: &'m mut [Option<Sent>]) -> Self {
-        Rounds {
+        BatchState {
             items,
             results: (0..items.len()).map(|_| None).collect(),
             sent,
@@ -399,8 +498,8 @@ impl<'p, 'm> Rounds<'p, 'm> {
     }
 
     /// Settles item `i` after the server refused its document or statement.
-    fn refused(&mut self, t: &Target, i: usize, refusal: Refusal, sent: Sent) {
-        if let Some(e) = refusal.permanent(t, self.items[i].id) {
+    fn refused(&mut self, target: &Target, i: usize, refusal: Refusal, sent: Sent) {
+        if let Some(e) = refusal.permanent(target, self.items[i].id) {
             self.results[i] = Some(Err(e));
             return;
         }
@@ -410,7 +509,8 @@ impl<'p, 'm> Rounds<'p, 'm> {
             // no document there.
             (Refusal::Unnamed { message }, Sent::Refused) => {
                 if let Some(Unnamed::AdoptionMissed(message)) = self.unnamed[i].take() {
-                    self.results[i] = Some(Err(unnamed_violation(t, self.items[i].id, message)));
+                    self.results[i] =
+                        Some(Err(unnamed_violation(target, self.items[i].id, message)));
                     return;
                 }
                 self.unnamed[i] = Some(Unnamed::InsertRefused(message));
@@ -436,125 +536,114 @@ impl<'p, 'm> Rounds<'p, 'm> {
     }
 }
 
-/// Cuts what to send into commands within the engine's limits (at most `max` each; one each
-/// once `one_by_one`), with each command's documents.
-fn commands<'o, D: ToItem>(
-    t: &Target,
-    out: &'o [Outgoing<D>],
-    one_by_one: bool,
-    max: usize,
-) -> impl Iterator<Item = (&'o [Outgoing<D>], Vec<&'o D>)> {
-    let max = if one_by_one { 1 } else { max };
-    let sizes = out.iter().map(|s| s.doc.item().len());
-    op::chunks(sizes, t.deployment.limits().max_command_bytes, max)
-        .into_iter()
-        .map(move |chunk| {
-            let sent = &out[chunk];
-            (sent, sent.iter().map(|s| &s.doc).collect())
-        })
-}
-
 async fn send_inserts(
-    t: &Target,
-    r: &mut Rounds<'_, '_>,
+    target: &Target,
+    state: &mut BatchState<'_, '_>,
     inserts: Vec<Outgoing<InsertDoc<'_>>>,
     token: &str,
-    mut session: Session<'_>,
+    session: Session<'_>,
 ) -> Result<(), Error> {
-    let max = t.deployment.limits().max_documents;
-    for (sent, docs) in commands(t, &inserts, r.one_by_one, max) {
-        let reply = match op::insert(t, &docs, session.as_deref_mut()).await {
-            Ok(reply) => reply,
-            Err(e) => {
-                let refusal = op::write::command_refusal(e)?;
-                match (refusal, sent) {
-                    (refusal, [one]) => r.refused(t, one.item, refusal, Sent::Refused),
-                    (refusal, _) => {
-                        r.one_by_one |= refusal != Refusal::Ours;
+    let one_by_one = state.one_by_one;
+    let id = |k: usize| inserts[k].id;
+    send(
+        target,
+        Command::Insert,
+        &inserts,
+        one_by_one,
+        id,
+        session,
+        |range, verdict| {
+            let sent = &inserts[range];
+            match verdict {
+                Verdict::Refused(refusal) => match sent {
+                    [one] => state.refused(target, one.item, refusal, Sent::Refused),
+                    _ => {
+                        state.one_by_one |= refusal != Refusal::Ours;
                         // Documents before the refused one may be stored.
-                        r.uncertain(sent, &uncertain(token, true));
+                        state.uncertain(sent, &uncertain(token, true));
+                    }
+                },
+                // Refusals that cannot be placed: the next read decides every document.
+                Verdict::Unplaced(_) => state.uncertain(sent, &uncertain(token, true)),
+                Verdict::Replied { refusals, .. } => {
+                    for (s, refusal) in sent.iter().zip(refusals) {
+                        match refusal {
+                            None => state.results[s.item] = Some(Ok(UpsertOutcome::Inserted(s.id))),
+                            Some(refusal) => state.refused(target, s.item, refusal, Sent::Refused),
+                        }
                     }
                 }
-                continue;
             }
-        };
-        reply.write_concern(t, r.items[sent[0].item].id)?;
-        if reply.write_errors.iter().any(|e| e.index >= sent.len()) {
-            // Refusals that cannot be placed: the next read decides every document.
-            r.uncertain(sent, &uncertain(token, true));
-            continue;
-        }
-        let mut refusals: HashMap<usize, Refusal> = reply
-            .write_errors
-            .iter()
-            .map(|e| (e.index, e.refusal()))
-            .collect();
-        for (k, s) in sent.iter().enumerate() {
-            match refusals.remove(&k) {
-                None => r.results[s.item] = Some(Ok(UpsertOutcome::Inserted(r.items[s.item].id))),
-                Some(refusal) => r.refused(t, s.item, refusal, Sent::Refused),
-            }
-        }
-    }
-    Ok(())
+        },
+    )
+    .await
 }
 
 async fn send_updates(
-    t: &Target,
-    r: &mut Rounds<'_, '_>,
+    target: &Target,
+    state: &mut BatchState<'_, '_>,
     updates: Vec<Outgoing<RawDocumentBuf>>,
     token: &str,
-    mut session: Session<'_>,
+    session: Session<'_>,
 ) -> Result<(), Error> {
-    let max = t.deployment.limits().max_statements;
     let unsettled = uncertain(token, false);
-    for (sent, statements) in commands(t, &updates, r.one_by_one, max) {
-        let reply = match op::update(t, &statements, session.as_deref_mut()).await {
-            Ok(reply) => reply,
-            Err(e) => {
-                // Stopped without saying where: every statement is uncertain until the next
-                // read shows whose token is stored.
-                let refusal = op::write::command_refusal(e)?;
-                match sent {
-                    [one] => r.refused(t, one.item, refusal, unsettled.clone()),
+    let one_by_one = state.one_by_one;
+    let id = |k: usize| updates[k].id;
+    send(
+        target,
+        Command::Update,
+        &updates,
+        one_by_one,
+        id,
+        session,
+        |range, verdict| {
+            let sent = &updates[range];
+            match verdict {
+                // Stopped without saying where: every statement is uncertain until the next read
+                // shows whose token is stored.
+                Verdict::Refused(refusal) => match sent {
+                    [one] => state.refused(target, one.item, refusal, unsettled.clone()),
                     _ => {
-                        r.one_by_one |= refusal != Refusal::Ours;
-                        r.uncertain(sent, &unsettled);
+                        state.one_by_one |= refusal != Refusal::Ours;
+                        state.uncertain(sent, &unsettled);
                     }
-                }
-                continue;
-            }
-        };
-        reply.write_concern(t, r.items[sent[0].item].id)?;
-        match (sent, reply.write_errors.as_slice()) {
-            (_, []) if usize::try_from(reply.n).ok() == Some(sent.len()) => {
-                for s in sent {
-                    let id = r.items[s.item].id;
-                    r.results[s.item] = Some(Ok(UpsertOutcome::Updated(id)));
-                }
-            }
-            // A statement matched nothing (its stored hash changed since the read, or the
-            // document is gone); `n` is the command's total, so which one is the next read's
-            // to tell: ours that applied carry our token.
-            (_, []) => {
-                for s in sent {
-                    if let Some(Unnamed::InsertRefused(m)) = r.unnamed[s.item].take() {
-                        r.unnamed[s.item] = Some(Unnamed::AdoptionMissed(m));
+                },
+                Verdict::Replied { refusals, n } if refusals.iter().all(Option::is_none) => {
+                    if usize::try_from(n).ok() == Some(sent.len()) {
+                        for s in sent {
+                            state.results[s.item] = Some(Ok(UpsertOutcome::Updated(s.id)));
+                        }
+                        return;
                     }
+                    // A statement matched nothing (its stored hash changed since the read, or the
+                    // document is gone); `n` is the command's total, so which one is the next
+                    // read's to tell: ours that applied carry our token.
+                    for s in sent {
+                        if let Some(Unnamed::InsertRefused(m)) = state.unnamed[s.item].take() {
+                            state.unnamed[s.item] = Some(Unnamed::AdoptionMissed(m));
+                        }
+                    }
+                    state.uncertain(sent, &unsettled)
                 }
-                r.uncertain(sent, &unsettled)
+                Verdict::Replied { mut refusals, .. } if sent.len() == 1 => {
+                    let refusal = refusals.pop().flatten().expect("a refusal, checked above");
+                    state.refused(target, sent[0].item, refusal, unsettled.clone())
+                }
+                // Which statements applied is not reliably reported (FerretDB 1.x stops at the
+                // first failure and reports it at index 0): the next read decides, and a refusal
+                // other than ours is pinned down one statement at a time.
+                Verdict::Replied { refusals, .. } => {
+                    state.one_by_one |= refusals.iter().flatten().any(|r| *r != Refusal::Ours);
+                    state.uncertain(sent, &unsettled);
+                }
+                Verdict::Unplaced(refusals) => {
+                    state.one_by_one |= refusals.iter().any(|r| *r != Refusal::Ours);
+                    state.uncertain(sent, &unsettled);
+                }
             }
-            ([one], [e]) => r.refused(t, one.item, e.refusal(), unsettled.clone()),
-            (_, errors) => {
-                // Which statements applied is not reliably reported (FerretDB 1.x stops at
-                // the first failure and reports it at index 0): the next read decides, and
-                // a refusal other than ours is pinned down one statement at a time.
-                r.one_by_one |= errors.iter().any(|e| e.refusal() != Refusal::Ours);
-                r.uncertain(sent, &unsettled);
-            }
-        }
-    }
-    Ok(())
+        },
+    )
+    .await
 }
 
 #[cfg(test)]
@@ -751,12 +840,12 @@ mod tests {
             let describe = |_: usize| String::new();
             let fields: &'static [&'static str] = &["key", "at", "absent_field", "a.b", "_id"];
             let insert = insert_document(&p, "token");
-            assert_unique_names(&command(&t, "insert", "documents", &[&insert]).unwrap(), "insert");
+            assert_unique_names(&command(&t, Command::Insert, &[&insert]).unwrap(), "insert");
             for mode in [WriteMode::Merge, WriteMode::Replace] {
-                let job = Job { t: &t, mode, fields: Some(fields), describe: &describe };
+                let call = UpsertCall { target: &t, mode, fields: Some(fields), describe: &describe };
                 let stored_hash = hash.then(|| Bson::String(p.hash.clone()));
-                let s = statement(&job, &p, stored_hash, "token").unwrap();
-                assert_unique_names(&command(&t, "update", "updates", &[&s]).unwrap(), "update");
+                let s = statement(&call, &p, stored_hash, "token").unwrap();
+                assert_unique_names(&command(&t, Command::Update, &[&s]).unwrap(), "update");
                 if mode == WriteMode::Merge {
                     // Only the type's own storable names are unset: never a path.
                     let unset = s.get_document("u").unwrap().get_document("$unset");
@@ -775,7 +864,7 @@ mod tests {
             match PreparedEvent::of(&event, &t) {
                 Ok(p) => {
                     prop_assert!(ok, "accepted {:?}", event.extra.keys().collect::<Vec<_>>());
-                    assert_unique_names(&command(&t, "insert", "documents", &[&p.body]).unwrap(), "insert");
+                    assert_unique_names(&command(&t, Command::Insert, &[&p.body]).unwrap(), "insert");
                     prop_assert_eq!(p.body.get_str("_id").unwrap(), id.as_str());
                 }
                 Err(Error::InvalidFieldName { field, .. }) => {

@@ -111,6 +111,22 @@ pub(crate) async fn attempt<D, W: Writer<D>>(
     }
 }
 
+/// Runs one document through `writer` as a batch of one.
+pub(crate) async fn one<D, W: Writer<D>>(
+    writer: &mut W,
+    item: Item<W::Prepared, D>,
+    retry: &RetryPolicy,
+    operation: &'static str,
+    collection: &str,
+) -> Result<W::Outcome, Error> {
+    let batch = [item];
+    let results = attempt(writer, &batch, retry, operation, collection).await?;
+    results
+        .into_iter()
+        .next()
+        .expect("a batch write returns one result per document")
+}
+
 /// The next batch read from the input: its documents and the ones that failed to prepare.
 struct Collected<P, D> {
     items: Vec<Item<P, D>>,

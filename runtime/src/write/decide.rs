@@ -333,7 +333,7 @@ mod model {
             TOKENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         );
         let mut writes = 0;
-        for _ in 0..crate::upsert::MAX_ROUNDS + 2 {
+        for _ in 0..crate::write::rounds::MAX_ROUNDS + 2 {
             let stored = e.by_identity(identity).cloned();
             let idb = stored.as_ref().map(|d| Bson::String(d.id.clone()));
             let hb = stored.as_ref().map(|d| Bson::String(d.hash.clone()));

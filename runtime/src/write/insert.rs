@@ -6,21 +6,43 @@ use std::collections::HashMap;
 use bson::{Bson, RawArrayBuf, RawDocumentBuf};
 use ulid::Ulid;
 
-use crate::error::{classify, server_code, Error};
+use mongodb::ClientSession;
+
+use super::batch::{Item, Outcomes, Writer};
+use super::rounds::{or_contention, unnamed_violation, MAX_ROUNDS};
+use super::send::{send, Verdict};
+use crate::error::{classify, Error};
 use crate::names::IDEMPOTENCY_FIELD;
-use crate::op::{self, Refusal, Session, StoredEvent, Target};
+use crate::op::{self, Command, Refusal, Session, StoredEvent, Target};
 use crate::outcome::InsertOutcome;
 use crate::stored::PreparedEvent;
-use crate::upsert::{or_contention, MAX_ROUNDS};
 
-type Outcomes = Vec<Result<InsertOutcome, Error>>;
+/// The batch runner's writer for events, in the call's session.
+pub(crate) struct EventWriter<'a> {
+    pub(crate) target: &'a Target,
+    pub(crate) session: Option<&'a mut ClientSession>,
+}
+
+impl<D: Send + Sync> Writer<D> for EventWriter<'_> {
+    type Prepared = PreparedEvent;
+    type Outcome = InsertOutcome;
+
+    async fn write(
+        &mut self,
+        batch: &[Item<PreparedEvent, D>],
+        _first_attempt: bool,
+    ) -> Result<Outcomes<InsertOutcome>, Error> {
+        let events: Vec<&PreparedEvent> = batch.iter().map(|i| &i.prepared).collect();
+        insert_batch(self.target, &events, self.session.as_deref_mut()).await
+    }
+}
 
 /// Inserts one batch; one result per event. `Err` only for a failure of the whole batch.
-pub(crate) async fn insert_batch(
+async fn insert_batch(
     t: &Target,
     events: &[&PreparedEvent],
     mut session: Session<'_>,
-) -> Result<Outcomes, Error> {
+) -> Result<Outcomes<InsertOutcome>, Error> {
     let mut results: Vec<Option<Result<InsertOutcome, Error>>> =
         (0..events.len()).map(|_| None).collect();
     let mut pending: Vec<usize> = (0..events.len()).collect();
@@ -28,7 +50,8 @@ pub(crate) async fn insert_batch(
         if pending.is_empty() {
             break;
         }
-        let duplicates = send(t, events, &pending, &mut results, session.as_deref_mut()).await?;
+        let session_now = session.as_deref_mut();
+        let duplicates = send_events(t, events, &pending, &mut results, session_now).await?;
         if duplicates.is_empty() {
             break;
         }
@@ -55,12 +78,8 @@ pub(crate) async fn insert_batch(
                 // Refused by an unnamed index, and neither its id nor its key is stored: the
                 // index is the user's.
                 None if unnamed.is_some() => {
-                    results[k] = Some(Err(Error::UniqueIndexViolation {
-                        collection: t.namespace.clone(),
-                        id: p.id,
-                        index: "(an index the engine did not name)".into(),
-                        key: unnamed.unwrap_or_default(),
-                    }))
+                    let message = unnamed.unwrap_or_default();
+                    results[k] = Some(Err(unnamed_violation(t, p.id, message)))
                 }
                 // Refused as a duplicate yet not found: deleted in between. Insert again.
                 None => pending.push(k),
@@ -73,52 +92,52 @@ pub(crate) async fn insert_batch(
 /// Sends the pending events; settles the inserted and the refused-for-good, and returns the
 /// ones refused as duplicates — of `_id` or of the idempotency key, or of an index the engine
 /// did not name (with its message).
-async fn send(
+async fn send_events(
     t: &Target,
     events: &[&PreparedEvent],
     pending: &[usize],
     results: &mut [Option<Result<InsertOutcome, Error>>],
-    mut session: Session<'_>,
+    session: Session<'_>,
 ) -> Result<Vec<(usize, Option<String>)>, Error> {
-    let limits = t.deployment.limits();
     let mut duplicates = Vec::new();
-    let sizes = pending.iter().map(|&k| events[k].body.as_bytes().len());
-    for chunk in op::chunks(sizes, limits.max_command_bytes, limits.max_documents) {
-        let sent = &pending[chunk];
-        let docs: Vec<&RawDocumentBuf> = sent.iter().map(|&k| &events[k].body).collect();
-        let reply = match op::insert(t, &docs, session.as_deref_mut()).await {
-            Ok(reply) => reply,
-            Err(e) if server_code(&e) == Some(op::write::DUPLICATE_KEY_CODE) => {
-                // Refused without saying which: the read decides each.
-                duplicates.extend(sent.iter().map(|&k| (k, None)));
-                continue;
-            }
-            Err(e) => return Err(classify(e)),
-        };
-        reply.write_concern(t, events[sent[0]].id)?;
-        let mut refusals: HashMap<usize, Refusal> = reply
-            .write_errors
-            .iter()
-            .map(|e| (e.index, e.refusal()))
-            .collect();
-        for (i, &k) in sent.iter().enumerate() {
-            let id = events[k].id;
-            results[k] = match refusals.remove(&i) {
-                None => Some(Ok(InsertOutcome::Inserted(id))),
-                Some(refusal) => match refusal.permanent(t, id) {
-                    Some(e) => Some(Err(e)),
-                    None => {
-                        let unnamed = match refusal {
-                            Refusal::Unnamed { message } => Some(message),
-                            _ => None,
+    let bodies: Vec<_> = pending.iter().map(|&k| &events[k].body).collect();
+    let id = |i: usize| events[pending[i]].id;
+    send(
+        t,
+        Command::Insert,
+        &bodies,
+        false,
+        id,
+        session,
+        |range, verdict| {
+            let sent = &pending[range];
+            match verdict {
+                // Refused without saying which, or where: the read decides each.
+                Verdict::Refused(_) | Verdict::Unplaced(_) => {
+                    duplicates.extend(sent.iter().map(|&k| (k, None)))
+                }
+                Verdict::Replied { refusals, .. } => {
+                    for (&k, refusal) in sent.iter().zip(refusals) {
+                        let Some(refusal) = refusal else {
+                            results[k] = Some(Ok(InsertOutcome::Inserted(events[k].id)));
+                            continue;
                         };
-                        duplicates.push((k, unnamed));
-                        None
+                        match refusal.permanent(t, events[k].id) {
+                            Some(e) => results[k] = Some(Err(e)),
+                            None => {
+                                let unnamed = match refusal {
+                                    Refusal::Unnamed { message } => Some(message),
+                                    _ => None,
+                                };
+                                duplicates.push((k, unnamed));
+                            }
+                        }
                     }
-                },
-            };
-        }
-    }
+                }
+            }
+        },
+    )
+    .await?;
     Ok(duplicates)
 }
 

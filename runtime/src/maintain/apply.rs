@@ -1,0 +1,225 @@
+//! The apply half of maintenance: its writes, sent through the write engine's one send loop
+//! ([`apply`], one result per document) or as set-based statements over many `_id`s
+//! ([`apply_set`]).
+
+use bson::{Bson, Document, RawDocumentBuf};
+use ulid::Ulid;
+
+use crate::error::Error;
+use crate::names::IDENTITY_FIELD;
+use crate::op::{Command, Refusal, Target};
+use crate::write::send::{send, Verdict};
+
+/// Sends `items` (documents to insert, or `update`/`delete` statements, each for the document
+/// with the given id) in commands within the engine's limits. One result per item: `Ok` when
+/// it applied to exactly one document. A statement that matched nothing met a document
+/// changed since it was read ([`Error::ConcurrentChange`]). Commands whose reply cannot be
+/// placed per statement are sent again one statement each. `Err` only for a failure of the
+/// whole step (network, ...): every step is safe to repeat.
+pub(crate) async fn apply(
+    target: &Target,
+    kind: Command,
+    items: Vec<(Ulid, RawDocumentBuf)>,
+) -> Result<Vec<Result<(), Error>>, Error> {
+    let docs: Vec<&RawDocumentBuf> = items.iter().map(|(_, d)| d).collect();
+    let mut out: Vec<Option<Result<(), Error>>> = (0..items.len()).map(|_| None).collect();
+    let mut unclear = Vec::new();
+    let id = |k: usize| items[k].0;
+    send(
+        target,
+        kind,
+        &docs,
+        false,
+        id,
+        None,
+        |range, verdict| match settle(target, kind, &items[range.clone()], verdict) {
+            Some(results) => range.zip(results).for_each(|(k, r)| out[k] = Some(r)),
+            None => unclear.extend(range),
+        },
+    )
+    .await?;
+    let again: Vec<&RawDocumentBuf> = unclear.iter().map(|&k| &items[k].1).collect();
+    let id = |i: usize| items[unclear[i]].0;
+    send(target, kind, &again, true, id, None, |range, verdict| {
+        let k = unclear[range.start];
+        let result = settle(target, kind, &items[k..=k], verdict).and_then(|mut r| r.pop());
+        out[k] = result;
+    })
+    .await?;
+    Ok(out
+        .into_iter()
+        .zip(&items)
+        .map(|(result, (id, _))| result.unwrap_or_else(|| Err(changed(target, *id))))
+        .collect())
+}
+
+/// What one command did to each of its items; `None` when its reply does not say.
+fn settle(
+    target: &Target,
+    kind: Command,
+    part: &[(Ulid, RawDocumentBuf)],
+    verdict: Verdict,
+) -> Option<Vec<Result<(), Error>>> {
+    let error = |k: usize, refusal: Option<Refusal>| {
+        let id = part[k].0;
+        Err(match refusal {
+            Some(r) => r
+                .permanent(target, id)
+                .unwrap_or_else(|| changed(target, id)),
+            None => changed(target, id),
+        })
+    };
+    match verdict {
+        Verdict::Refused(refusal) if part.len() == 1 => Some(vec![error(0, Some(refusal))]),
+        Verdict::Refused(_) | Verdict::Unplaced(_) => None,
+        Verdict::Replied { refusals, n } => {
+            let expected = i64::try_from(part.len()).unwrap_or(i64::MAX);
+            let clean = refusals.iter().all(Option::is_none);
+            if clean && (kind == Command::Insert || n == expected) {
+                return Some(part.iter().map(|_| Ok(())).collect());
+            }
+            if part.len() == 1 {
+                return Some(vec![error(0, refusals.into_iter().next().flatten())]);
+            }
+            // Only an insert's reply places what each document did.
+            (kind == Command::Insert).then(|| {
+                let placed = refusals.into_iter().enumerate();
+                placed
+                    .map(|(k, r)| r.map_or(Ok(()), |r| error(k, Some(r))))
+                    .collect()
+            })
+        }
+    }
+}
+
+fn changed(target: &Target, id: Ulid) -> Error {
+    Error::ConcurrentChange {
+        collection: target.namespace.clone(),
+        id: id.to_string(),
+    }
+}
+
+/// A command fragment written with `doc!`, as raw BSON.
+pub(crate) fn fragment(d: &Document) -> Result<RawDocumentBuf, Error> {
+    RawDocumentBuf::from_document(d).map_err(Error::serialize::<Document>)
+}
+
+/// An `update` statement `{q, u}` (no upsert, one document).
+pub(crate) fn statement(q: Document, u: Document) -> Result<RawDocumentBuf, Error> {
+    let mut s = RawDocumentBuf::new();
+    s.append("q", fragment(&q)?);
+    s.append("u", fragment(&u)?);
+    Ok(s)
+}
+
+/// A `delete` statement for one document.
+pub(crate) fn delete_one(q: Document) -> Result<RawDocumentBuf, Error> {
+    let mut s = RawDocumentBuf::new();
+    s.append("q", fragment(&q)?);
+    s.append("limit", 1);
+    Ok(s)
+}
+
+/// A set-based write over many `_id`s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SetOp {
+    /// Delete them.
+    Delete,
+    /// Unset `_nk_identity` on them.
+    Release,
+}
+
+/// Ids per set-based statement (fewer where the engine's command size says so).
+const SET_CHUNK: usize = 10_000;
+
+/// One statement per chunk of ids (`{_id: {$in: ids}}`) — FerretDB 1.x scans the collection
+/// once per statement whatever its filter, so per-document statements cost a scan each (43 ms
+/// apiece at 4,000 documents, measured). There, `$in` is also a linear search per document, so
+/// each chunk is one BSON type, sorted, with the range it spans in front (`$gte`/`$lte`,
+/// which every id of the chunk satisfies): documents outside the range are rejected before the
+/// search. Returns how many documents matched (release) or were deleted.
+pub(crate) async fn apply_set(target: &Target, op: SetOp, ids: &[Bson]) -> Result<u64, Error> {
+    let mut n = 0;
+    for chunk in set_chunks(target, ids) {
+        let q = match (target.deployment.scans_every_filter(), &chunk[..]) {
+            (true, [lo, .., hi]) if ranged(lo) => {
+                bson::doc! {"_id": {"$gte": lo.clone(), "$lte": hi.clone(), "$in": chunk.clone()}}
+            }
+            _ => bson::doc! {"_id": {"$in": chunk.clone()}},
+        };
+        let mut s = RawDocumentBuf::new();
+        s.append("q", fragment(&q)?);
+        let reply = match op {
+            SetOp::Delete => {
+                s.append("limit", 0);
+                crate::op::write::run(target, Command::Delete, &[&s], None).await
+            }
+            SetOp::Release => {
+                let u = bson::doc! {"$unset": {IDENTITY_FIELD: ""}};
+                s.append("u", fragment(&u)?);
+                s.append("multi", true);
+                crate::op::write::run(target, Command::Update, &[&s], None).await
+            }
+        }
+        .map_err(crate::error::classify)?;
+        // These documents have no derived id to name: the message names the first of them.
+        let failure = |code: i32, message: &str| Error::WriteFailed {
+            collection: target.namespace.clone(),
+            id: Ulid::nil(),
+            code,
+            message: format!(
+                "{message} (a {op:?} of {} documents from _id {})",
+                chunk.len(),
+                crate::stored::id_text(&chunk[0])
+            ),
+        };
+        if let Some(w) = &reply.write_concern_error {
+            return Err(failure(w.code, &w.errmsg));
+        }
+        if let Some(e) = reply.write_errors.first() {
+            return Err(failure(e.code, &e.errmsg));
+        }
+        n += u64::try_from(reply.n).unwrap_or(0);
+    }
+    Ok(n)
+}
+
+/// Ids whose type orders by bytes the same way on every engine (ObjectId, string) and so can
+/// be bracketed by a range.
+fn ranged(id: &Bson) -> bool {
+    matches!(id, Bson::ObjectId(_) | Bson::String(_))
+}
+
+/// `ids` cut into chunks of at most [`SET_CHUNK`] ids and the engine's command bytes; where
+/// ranges are used, each chunk holds one sorted type.
+fn set_chunks(target: &Target, ids: &[Bson]) -> Vec<Vec<Bson>> {
+    let mut groups: [Vec<Bson>; 3] = Default::default();
+    for id in ids {
+        let g = match id {
+            Bson::ObjectId(_) => 0,
+            Bson::String(_) => 1,
+            _ => 2,
+        };
+        groups[g].push(id.clone());
+    }
+    groups[0].sort_by_key(|b| b.as_object_id().map(|o| o.bytes()));
+    groups[1].sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+    let limit = target.deployment.limits().max_command_bytes / 2;
+    let mut out = Vec::new();
+    for group in groups {
+        let sizes = group.iter().map(|id| 8 + id_bytes(id));
+        for r in crate::op::chunks(sizes, limit, SET_CHUNK) {
+            out.push(group[r].to_vec());
+        }
+    }
+    out
+}
+
+/// The BSON size of an `_id` value (near enough for cutting commands).
+fn id_bytes(id: &Bson) -> usize {
+    match id {
+        Bson::ObjectId(_) => 12,
+        Bson::String(s) => s.len() + 5,
+        other => bson::to_vec(&bson::doc! {"v": other.clone()}).map_or(64, |v| v.len()),
+    }
+}

@@ -1,0 +1,24 @@
+//! How an upsert writes a changed document.
+
+/// How an upsert writes a changed document.
+///
+/// ```no_run
+/// # use natural_key::prelude::*;
+/// # #[derive(NaturalKey, Serialize, Deserialize)]
+/// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64 }
+/// # async fn f(posts: natural_key::Collection<Post>, post: Post) -> Result<(), natural_key::Error> {
+/// // Fields other code wrote to the stored document disappear too.
+/// posts.upsert(&post).mode(WriteMode::Replace).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WriteMode {
+    /// `$set` of the document's fields, `$unset` of the type's fields it leaves out (a `None`
+    /// skipped by serde): reading it back gives what was written, and fields that other code
+    /// wrote to the stored document, unknown to the type, survive.
+    #[default]
+    Merge,
+    /// Replace the stored document: fields unknown to the type are removed too.
+    Replace,
+}
