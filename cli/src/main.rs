@@ -9,10 +9,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use natural_key_runtime::bson::{self, Bson};
 use natural_key_runtime::mongodb::{self, options::ClientOptions};
-use natural_key_runtime::{
-    compute_id, compute_identity, rfc3339_millis, AuditReport, Finding, KeyField, KeyKind, KeySpec,
-    KeyValue, Scheme, TimestampForm,
-};
+use natural_key_runtime::spec::{rfc3339_millis, KeyField, KeyKind, KeySpec, TimestampForm};
+use natural_key_runtime::{compute_id, compute_identity, AuditReport, Finding, KeyValue, Scheme};
 
 const ALLOW_HELP: &str = "Findings tolerated before the exit status turns 1: a comma-separated \
 list (or the flag repeated) of FINDING or FINDING=N. FINDING is unreadable, legacy, id-drift, \

@@ -3,7 +3,8 @@
 
 use natural_key::bson::{self, oid::ObjectId, rawdoc};
 use natural_key::prelude::*;
-use natural_key::{KeyField, KeyKind, KeySpec, Scheme, SpecError, TimestampForm};
+use natural_key::spec::{KeyField, KeyKind, KeySpec, SpecError, TimestampForm};
+use natural_key::Scheme;
 
 #[derive(NaturalKey, Serialize, Deserialize)]
 #[natural_key(namespace = "all.keys")]

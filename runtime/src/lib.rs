@@ -17,8 +17,9 @@ mod op;
 mod outcome;
 mod raw;
 mod retry;
+mod rfc3339;
 mod sha;
-mod spec;
+pub mod spec;
 mod stored;
 mod traits;
 mod write;
@@ -42,10 +43,6 @@ pub use names::{
 };
 pub use outcome::{BatchError, BatchReport, InsertOutcome, UpsertOutcome};
 pub use retry::{RetryPolicy, DEFAULT_ATTEMPT_TIMEOUT};
-pub use spec::{
-    rfc3339_millis, KeyField, KeyKind, KeySpec, Rfc3339Error, SpecAudit, SpecError, TimestampForm,
-    UnknownName,
-};
 pub use traits::{NaturalKey, RandomId};
 pub use write::batch::{DEFAULT_BATCH_SIZE, MAX_BATCH_BYTES};
 pub use write::mode::WriteMode;

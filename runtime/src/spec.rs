@@ -2,6 +2,16 @@
 //! identity keys and which is the timestamp — for documents without a Rust type at hand (the
 //! `natural-key` command line). It derives what `#[derive(NaturalKey)]` derives from the same
 //! fields, through the same [`KeySink`](crate::key::KeySink), and audits through the same scan.
+//!
+//! Its items live here, not at the crate root, as most programs never need them:
+//!
+//! ```
+//! use natural_key::spec::{KeyField, KeyKind, KeySpec};
+//! use natural_key::Scheme;
+//! let spec = KeySpec::new(Scheme::Default { namespace: "" }, "published_at")
+//!     .key(KeyField::new("slug", KeyKind::Str));
+//! # let _ = spec;
+//! ```
 
 use std::fmt;
 use std::future::IntoFuture;
@@ -21,13 +31,15 @@ use crate::names::RESERVED_PREFIX;
 use crate::op::Target;
 use crate::write::batch::Progress;
 
+pub use crate::rfc3339::{rfc3339_millis, Rfc3339Error};
+
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// The type of an identity key field, as the derive's key types are stored in BSON
 /// (docs/id-scheme.md, "Key values").
 ///
 /// ```
-/// use natural_key_runtime::KeyKind;
+/// use natural_key_runtime::spec::KeyKind;
 /// assert_eq!("uuid".parse::<KeyKind>(), Ok(KeyKind::Uuid));
 /// assert_eq!(KeyKind::ObjectId.to_string(), "objectid");
 /// assert!("float".parse::<KeyKind>().is_err());
@@ -107,7 +119,7 @@ pub struct UnknownName {
 /// `#[key(timestamp)]`.
 ///
 /// ```
-/// use natural_key_runtime::TimestampForm;
+/// use natural_key_runtime::spec::TimestampForm;
 /// assert_eq!("date".parse::<TimestampForm>(), Ok(TimestampForm::Date));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -151,7 +163,7 @@ impl std::str::FromStr for TimestampForm {
 /// One identity key field of a [`KeySpec`], with the derive's per-field options.
 ///
 /// ```
-/// use natural_key_runtime::{KeyField, KeyKind};
+/// use natural_key_runtime::spec::{KeyField, KeyKind};
 /// // #[key(lowercase)] lang: Option<String>
 /// let lang = KeyField::new("lang", KeyKind::Str).lowercase().optional();
 /// assert_eq!(lang.name(), "lang");
@@ -209,7 +221,8 @@ impl KeyField {
 /// that reads them at run time leaks them once (`Box::leak`), as the `natural-key` binary does.
 ///
 /// ```
-/// use natural_key_runtime::{KeyField, KeyKind, KeySpec, Scheme};
+/// use natural_key_runtime::spec::{KeyField, KeyKind, KeySpec};
+/// use natural_key_runtime::Scheme;
 /// let spec = KeySpec::new(Scheme::Default { namespace: "" }, "published_at")
 ///     .key(KeyField::new("slug", KeyKind::Str))
 ///     .key(KeyField::new("lang", KeyKind::Str));
@@ -220,7 +233,7 @@ impl KeyField {
 ///
 /// let missing = bson::rawdoc! { "slug": "hello-world", "published_at": 1_700_000_000_000i64 };
 /// assert_eq!(spec.derive(&missing).unwrap_err().to_string(), "field `lang` is missing");
-/// # Ok::<(), natural_key_runtime::SpecError>(())
+/// # Ok::<(), natural_key_runtime::spec::SpecError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeySpec {
@@ -235,7 +248,7 @@ pub struct KeySpec {
 /// unreadable and reports the first message.
 ///
 /// ```
-/// use natural_key_runtime::SpecError;
+/// use natural_key_runtime::spec::SpecError;
 /// let e = SpecError::WrongType { field: "lang", expected: "a string", found: "int32" };
 /// assert_eq!(e.to_string(), "field `lang` is int32, expected a string");
 /// ```
@@ -353,7 +366,7 @@ impl KeySpec {
                 Ok(d.timestamp_millis().into())
             }
             RawBsonRef::String(s) if allows(TimestampForm::Rfc3339) => {
-                rfc3339_millis(s).map_err(|e| SpecError::BadTimestamp {
+                crate::rfc3339::rfc3339_millis(s).map_err(|e| SpecError::BadTimestamp {
                     field,
                     message: e.to_string(),
                 })
@@ -380,7 +393,8 @@ impl KeySpec {
     /// [`AuditReport::hash_checked`] false. Writes nothing.
     ///
     /// ```no_run
-    /// # use natural_key_runtime::{KeyField, KeyKind, KeySpec, Scheme};
+    /// # use natural_key_runtime::spec::{KeyField, KeyKind, KeySpec};
+    /// # use natural_key_runtime::Scheme;
     /// # async fn f(db: mongodb::Database) -> Result<(), natural_key_runtime::Error> {
     /// let spec = KeySpec::new(Scheme::Joined { separator: ":" }, "published_at")
     ///     .key(KeyField::new("slug", KeyKind::Str))
@@ -552,124 +566,6 @@ fn type_name(v: &RawBsonRef<'_>) -> &'static str {
     }
 }
 
-/// Why a text is not an RFC 3339 date-time.
-///
-/// ```
-/// assert!(natural_key_runtime::rfc3339_millis("2024-02-30T00:00:00Z").is_err());
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{text}` is not an RFC 3339 date-time ({problem}); write e.g. 2024-03-01T09:30:00.123Z")]
-pub struct Rfc3339Error {
-    text: String,
-    problem: &'static str,
-}
-
-/// The instant of an RFC 3339 date-time (`2024-03-01T09:30:00.123Z`, `...+02:00`) in Unix
-/// milliseconds, fraction floored as for every timestamp key (docs/id-scheme.md). `T` may be
-/// `t` or a space; the offset is `Z`, `z` or `±hh:mm`; a leap second (`:60`) is refused.
-///
-/// ```
-/// use natural_key_runtime::rfc3339_millis;
-/// assert_eq!(rfc3339_millis("2023-11-14T22:13:20Z"), Ok(1_700_000_000_000));
-/// assert_eq!(rfc3339_millis("2023-11-14T23:13:20.1239+01:00"), Ok(1_700_000_000_123));
-/// assert_eq!(rfc3339_millis("1969-12-31T23:59:59.9995Z"), Ok(-1)); // floored, not truncated
-/// ```
-pub fn rfc3339_millis(text: &str) -> Result<i128, Rfc3339Error> {
-    let err = |problem| Rfc3339Error {
-        text: text.to_string(),
-        problem,
-    };
-    let b = text.as_bytes();
-    let num = |range: std::ops::Range<usize>| -> Option<i64> {
-        let digits = b.get(range)?;
-        digits.iter().all(u8::is_ascii_digit).then(|| {
-            digits
-                .iter()
-                .fold(0i64, |n, d| n * 10 + i64::from(d - b'0'))
-        })
-    };
-    let at = |i: usize, c: &[u8]| b.get(i).is_some_and(|x| c.contains(x));
-    if b.len() < 20
-        || !at(4, b"-")
-        || !at(7, b"-")
-        || !at(10, b"Tt ")
-        || !at(13, b":")
-        || !at(16, b":")
-    {
-        return Err(err("not YYYY-MM-DDThh:mm:ss"));
-    }
-    let (Some(year), Some(month), Some(day), Some(hour), Some(minute), Some(second)) = (
-        num(0..4),
-        num(5..7),
-        num(8..10),
-        num(11..13),
-        num(14..16),
-        num(17..19),
-    ) else {
-        return Err(err("not YYYY-MM-DDThh:mm:ss"));
-    };
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    let days_in_month = match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap => 29,
-        2 => 28,
-        _ => return Err(err("month out of range")),
-    };
-    if !(1..=days_in_month).contains(&day) {
-        return Err(err("day out of range"));
-    }
-    if hour > 23 || minute > 59 || second > 59 {
-        return Err(err("time out of range (leap seconds are not taken)"));
-    }
-    let mut i = 19;
-    let mut nanos: i64 = 0;
-    if at(i, b".") {
-        let start = i + 1;
-        i = start;
-        while at(i, b"0123456789") {
-            if i - start < 9 {
-                nanos = nanos * 10 + i64::from(b[i] - b'0');
-            }
-            i += 1;
-        }
-        if i == start {
-            return Err(err("no digits after `.`"));
-        }
-        for _ in (i - start)..9 {
-            nanos *= 10;
-        }
-    }
-    let offset_minutes = match b.get(i..) {
-        Some(b"Z" | b"z") => 0,
-        Some([sign @ (b'+' | b'-'), ..]) if b.len() == i + 6 && at(i + 3, b":") => {
-            let (Some(h), Some(m)) = (num(i + 1..i + 3), num(i + 4..i + 6)) else {
-                return Err(err("bad offset"));
-            };
-            if h > 23 || m > 59 {
-                return Err(err("offset out of range"));
-            }
-            if *sign == b'+' {
-                h * 60 + m
-            } else {
-                -(h * 60 + m)
-            }
-        }
-        _ => return Err(err("no offset: end with Z or ±hh:mm")),
-    };
-    // Days from the civil date (H. Hinnant's algorithm), proleptic Gregorian.
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
-    let total_nanos = i128::from(secs) * 1_000_000_000 + i128::from(nanos);
-    Ok(total_nanos.div_euclid(1_000_000))
-}
-
 /// Builder returned by [`KeySpec::audit`]; `.await` it.
 #[must_use = "an audit does nothing until awaited"]
 pub struct SpecAudit<'a> {
@@ -728,7 +624,7 @@ mod tests {
             "2100-12-31T23:59:59.999Z",
             "9999-12-31T23:59:59.999Z",
         ] {
-            let ours = rfc3339_millis(text).unwrap();
+            let ours = crate::rfc3339::rfc3339_millis(text).unwrap();
             let theirs = bson::DateTime::parse_rfc3339_str(text).unwrap();
             assert_eq!(ours, i128::from(theirs.timestamp_millis()), "{text}");
         }
@@ -749,7 +645,7 @@ mod tests {
             "2024-03-01T09:30:00Zjunk",
             "+024-03-01T09:30:00Z",
         ] {
-            assert!(rfc3339_millis(text).is_err(), "{text}");
+            assert!(crate::rfc3339::rfc3339_millis(text).is_err(), "{text}");
         }
     }
 

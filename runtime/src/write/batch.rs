@@ -201,6 +201,39 @@ async fn collect<P: Unit, D, S: Stream<Item = D>>(
     batch
 }
 
+/// Counts one written batch — its outcomes, its failures, the ones that failed to prepare —
+/// into the report and the metrics together.
+fn count<P, D, O: Counted>(
+    report: &mut BatchReport,
+    batch: Collected<P, D>,
+    results: Outcomes<O>,
+    operation: &'static str,
+    collection: &str,
+) {
+    if !batch.items.is_empty() {
+        report.batches += 1;
+    }
+    let mut tally = metrics::Tally::default();
+    for (_, e) in &batch.failures {
+        metrics::error(collection, operation, e);
+    }
+    report.failures.extend(batch.failures);
+    for (item, result) in batch.items.iter().zip(results) {
+        match result {
+            Ok(o) => {
+                tally.add(o.as_str());
+                o.count(report)
+            }
+            Err(e) => {
+                metrics::error(collection, operation, &e);
+                report.failures.push((item.index, e))
+            }
+        }
+    }
+    tally.record(collection, operation);
+    report.failures.sort_by_key(|(index, _)| *index);
+}
+
 /// Runs a whole input through `writer`, a batch at a time; the next batch is read and prepared
 /// (hashing, serializing) while this one's commands are on the wire. Each batch's outcomes and
 /// errors are counted into the report and the metrics together, and so is the error that stops
@@ -243,30 +276,7 @@ where
         .await;
         let anything = !current.items.is_empty() || !current.failures.is_empty();
         match written {
-            Ok(results) => {
-                if !current.items.is_empty() {
-                    report.batches += 1;
-                }
-                let mut tally = metrics::Tally::default();
-                for (_, e) in &current.failures {
-                    metrics::error(collection, operation, e);
-                }
-                report.failures.extend(current.failures);
-                for (item, result) in current.items.iter().zip(results) {
-                    match result {
-                        Ok(o) => {
-                            tally.add(o.as_str());
-                            o.count(&mut report)
-                        }
-                        Err(e) => {
-                            metrics::error(collection, operation, &e);
-                            report.failures.push((item.index, e))
-                        }
-                    }
-                }
-                tally.record(collection, operation);
-                report.failures.sort_by_key(|(index, _)| *index);
-            }
+            Ok(results) => count(&mut report, current, results, operation, collection),
             Err(error) => {
                 metrics::error(collection, operation, &error);
                 let settled = current.first_index().unwrap_or(0);
