@@ -24,6 +24,7 @@ mod spec;
 mod stored;
 mod traits;
 mod upsert;
+mod upsertable;
 
 pub use action::{Insert, InsertMany, InsertStream, Upsert, UpsertMany, UpsertStream, WriteMode};
 pub use batch::{DEFAULT_BATCH_SIZE, MAX_BATCH_BYTES};
@@ -47,6 +48,7 @@ pub use spec::{
 };
 pub use stored::{HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, RESERVED_PREFIX, WRITE_FIELD};
 pub use traits::{NaturalKey, RandomId};
+pub use upsertable::{UpsertBuilder, Upsertable, WriteOutcome};
 
 pub use bson;
 pub use mongodb;
