@@ -7,10 +7,14 @@ pub use natural_key_runtime::*;
 /// Everything a module that defines or writes documents needs:
 /// `use natural_key::prelude::*;`.
 ///
-/// Brings in the derives and traits ([`NaturalKey`], [`RandomId`]), [`UpsertOutcome`], [`InsertOutcome`], [`Ulid`],
-/// [`WriteMode`] and serde's `Serialize`/`Deserialize` (derive them too: the document is stored
-/// through serde).
+/// Brings in the derives and traits ([`NaturalKey`], [`RandomId`]), [`Upsertable`] (a
+/// document's `doc.upsert(&coll)`) with [`UpsertBuilder`] and [`WriteOutcome`] (what code
+/// generic over it calls), [`UpsertOutcome`], [`InsertOutcome`], [`Ulid`], [`WriteMode`] and
+/// serde's `Serialize`/`Deserialize` (derive them too: the document is stored through serde).
 pub mod prelude {
-    pub use crate::{InsertOutcome, NaturalKey, RandomId, Ulid, UpsertOutcome, WriteMode};
+    pub use crate::{
+        InsertOutcome, NaturalKey, RandomId, Ulid, UpsertBuilder, UpsertOutcome, Upsertable,
+        WriteMode, WriteOutcome,
+    };
     pub use serde::{Deserialize, Serialize};
 }

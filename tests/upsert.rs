@@ -6,7 +6,8 @@ use std::collections::HashMap;
 
 use natural_key::bson::{doc, Document, RawDocumentBuf};
 use natural_key::prelude::*;
-use natural_key::{Collection, Error, KeyError, HASH_FIELD, IDENTITY_FIELD};
+use natural_key::{Collection, Error, KeyError, RetryPolicy, HASH_FIELD, IDENTITY_FIELD};
+use support::proxy::{self, Faults, Proxy};
 
 #[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
 struct Post {
@@ -693,6 +694,303 @@ async fn upserts_emit_a_span_with_collection_id_and_outcome() {
             line.contains(&format!("outcome=\"{outcome}\""))
                 || line.contains(&format!("outcome={outcome}")),
             "{line}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// `doc.upsert(&coll)`: the same writes, spelled from the document (`Upsertable`).
+
+/// What code generic over the kind of document writes: either kind, through one bound.
+async fn save<T: Upsertable>(
+    doc: &T,
+    coll: &Collection<T>,
+    policy: RetryPolicy,
+) -> Result<T::Outcome, Error> {
+    doc.upsert(coll).retry(policy).await
+}
+
+async fn clicks(db: &natural_key::mongodb::Database) -> Collection<Click> {
+    Collection::<Click>::open(db, "clicks").await.unwrap()
+}
+
+fn click(page: &str) -> Click {
+    Click {
+        id: Ulid::new(),
+        page: page.into(),
+    }
+}
+
+#[tokio::test]
+async fn doc_upsert_inserts_then_leaves_alone_then_updates_with_the_builders_options() {
+    let (coll, commands) = posts("doc_upsert").await;
+    let p = post("from-the-doc", "v1");
+    let id = p.id().unwrap();
+    assert_eq!(p.upsert(&coll).await.unwrap(), UpsertOutcome::Inserted(id));
+    assert_eq!(commands.writes(), 1);
+
+    commands.reset();
+    let policy = RetryPolicy::default();
+    assert_eq!(
+        p.upsert(&coll).retry(policy).await.unwrap(),
+        UpsertOutcome::Unchanged(id)
+    );
+    assert_eq!(commands.writes(), 0, "unchanged: no write command");
+
+    // A field other code wrote: the default merge keeps it, `.mode(Replace)` removes it.
+    let rawc = coll.inner().clone_with_type::<Document>();
+    rawc.update_one(
+        doc! { "_id": id.to_string() },
+        doc! { "$set": { "views": 7 } },
+    )
+    .await
+    .unwrap();
+    let v2 = Post {
+        body: "v2".into(),
+        ..p.clone()
+    };
+    assert_eq!(
+        v2.upsert(&coll).retry(policy).await.unwrap(),
+        UpsertOutcome::Updated(id)
+    );
+    let stored = rawc.find_one(doc! {}).await.unwrap().unwrap();
+    assert_eq!(stored.get_str("body").unwrap(), "v2");
+    assert_eq!(stored.get_i32("views").unwrap(), 7, "merge keeps it");
+
+    let v3 = Post {
+        body: "v3".into(),
+        ..p.clone()
+    };
+    assert_eq!(
+        v3.upsert(&coll)
+            .mode(WriteMode::Replace)
+            .retry(policy)
+            .await
+            .unwrap(),
+        UpsertOutcome::Updated(id)
+    );
+    let stored = rawc.find_one(doc! {}).await.unwrap().unwrap();
+    assert_eq!(stored.get_str("body").unwrap(), "v3");
+    assert!(
+        stored.get("views").is_none(),
+        "replace removes it: {stored}"
+    );
+    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 1);
+
+    // The same call as the handle's: what one wrote, the other finds unchanged.
+    assert_eq!(
+        coll.upsert(&v3).await.unwrap(),
+        UpsertOutcome::Unchanged(id)
+    );
+}
+
+#[tokio::test]
+async fn event_upsert_stores_the_event_once() {
+    let (db, _) = support::database("event_upsert").await;
+    let clicks = clicks(&db).await;
+    let c = click("/");
+    assert_eq!(
+        c.upsert(&clicks).await.unwrap(),
+        InsertOutcome::Inserted(c.id)
+    );
+    assert_eq!(
+        c.upsert(&clicks)
+            .retry(RetryPolicy::default())
+            .await
+            .unwrap(),
+        InsertOutcome::AlreadyApplied(c.id)
+    );
+    assert_eq!(
+        clicks.insert(&c).await.unwrap(),
+        InsertOutcome::AlreadyApplied(c.id),
+        "the same call as the handle's insert"
+    );
+    assert_eq!(clicks.inner().count_documents(doc! {}).await.unwrap(), 1);
+
+    // A request rebuilt with a new id but the same idempotency key is the same event.
+    let payments = Collection::<Payment>::open(&db, "payments").await.unwrap();
+    let first = Payment {
+        id: Ulid::new(),
+        request_id: "req-7".into(),
+        amount_cents: 700,
+    };
+    let rebuilt = Payment {
+        id: Ulid::new(),
+        ..first.clone()
+    };
+    assert_eq!(
+        first.upsert(&payments).await.unwrap(),
+        InsertOutcome::Inserted(first.id)
+    );
+    assert_eq!(
+        rebuilt.upsert(&payments).await.unwrap(),
+        InsertOutcome::AlreadyApplied(first.id)
+    );
+    assert_eq!(payments.inner().count_documents(doc! {}).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn generic_save_writes_a_document_and_an_event() {
+    let (coll, _) = posts("generic_save").await;
+    let db = coll.inner().client().database(&coll.inner().namespace().db);
+    let clicks = clicks(&db).await;
+    let policy = RetryPolicy::default();
+
+    let p = post("generic", "v1");
+    let id = p.id().unwrap();
+    let o = save(&p, &coll, policy).await.unwrap();
+    assert_eq!(o, UpsertOutcome::Inserted(id));
+    assert_eq!(WriteOutcome::id(&o), id);
+    assert_eq!(o.to_string(), format!("inserted {id}"));
+    assert_eq!(
+        save(&p, &coll, policy).await.unwrap(),
+        UpsertOutcome::Unchanged(id)
+    );
+    let edited = Post {
+        body: "v2".into(),
+        ..p.clone()
+    };
+    assert_eq!(
+        save(&edited, &coll, policy).await.unwrap(),
+        UpsertOutcome::Updated(id)
+    );
+    assert_eq!(
+        coll.get(id).await.unwrap().map(|p| p.body),
+        Some("v2".into())
+    );
+
+    let c = click("/generic");
+    let o = save(&c, &clicks, policy).await.unwrap();
+    assert_eq!(o, InsertOutcome::Inserted(c.id));
+    assert_eq!((o.id(), WriteOutcome::as_str(&o)), (c.id, "inserted"));
+    let o = save(&c, &clicks, policy).await.unwrap();
+    assert_eq!(o, InsertOutcome::AlreadyApplied(c.id));
+    assert_eq!(o.to_string(), format!("already_applied {}", c.id));
+    assert_eq!(clicks.inner().count_documents(doc! {}).await.unwrap(), 1);
+}
+
+/// `save(doc, coll, policy)` where `coll` writes through `proxy`: the call's first write command
+/// is applied and its reply lost; every later one goes through.
+async fn save_losing_the_first_reply<T: Upsertable>(
+    proxy: &Proxy,
+    doc: &T,
+    coll: &Collection<T>,
+    policy: RetryPolicy,
+) -> Result<T::Outcome, Error> {
+    proxy.gate_writes();
+    let faults = async {
+        proxy.until_arrived(1).await;
+        proxy.set_faults(Faults {
+            drop_reply_after_apply: 1.0,
+            ..Faults::none()
+        });
+        proxy.admit(1);
+        proxy.until_decided(1).await;
+        proxy.set_faults(Faults::none());
+        proxy.admit(1000);
+    };
+    tokio::join!(save(doc, coll, policy), faults).0
+}
+
+/// A client of its own, writing through a fresh proxy to the test's database.
+async fn through_a_proxy(
+    db: &natural_key::mongodb::Database,
+) -> (Proxy, natural_key::mongodb::Database) {
+    let proxy = Proxy::start(proxy::upstream_addr(&support::uri()), Faults::none(), 28).await;
+    let through = support::client_for(&proxy.uri(), &support::Commands::default())
+        .await
+        .database(db.name());
+    (proxy, through)
+}
+
+/// The policy generic code passes is the one the write runs under: without retries a lost
+/// reply is the caller's error; with them, the call finds its own write (both kinds).
+#[tokio::test]
+async fn generic_save_retries_under_the_policy_it_is_given() {
+    let (db, _) = support::database("generic_retry").await;
+    let retries = RetryPolicy::default().max_attempts(3);
+    for (name, policy) in [("none", RetryPolicy::none()), ("retries", retries)] {
+        let (proxy, through) = through_a_proxy(&db).await;
+        let posts = Collection::<Post>::open(&through, "posts").await.unwrap();
+        let p = post(&format!("lost-{name}"), "v1");
+        let result = save_losing_the_first_reply(&proxy, &p, &posts, policy).await;
+        let stored = posts.get(p.id().unwrap()).await.unwrap();
+        assert_eq!(stored.as_ref(), Some(&p), "{name}: the write was applied");
+        match name {
+            "none" => assert!(result.unwrap_err().is_transient(), "{name}"),
+            _ => assert_eq!(
+                result.unwrap(),
+                UpsertOutcome::Inserted(p.id().unwrap()),
+                "{name}"
+            ),
+        }
+
+        let (proxy, through) = through_a_proxy(&db).await;
+        let clicks = clicks(&through).await;
+        let c = click(&format!("/lost-{name}"));
+        let result = save_losing_the_first_reply(&proxy, &c, &clicks, policy).await;
+        match name {
+            "none" => assert!(result.unwrap_err().is_transient(), "{name}"),
+            _ => assert_eq!(result.unwrap(), InsertOutcome::Inserted(c.id), "{name}"),
+        }
+        let stored = clicks
+            .inner()
+            .count_documents(doc! { "_id": c.id.to_string() })
+            .await
+            .unwrap();
+        assert_eq!(stored, 1, "{name}: the event was stored once");
+    }
+}
+
+/// The session generic code passes carries every command of the call (both kinds).
+#[tokio::test]
+async fn generic_save_runs_in_the_session_it_is_given() {
+    async fn save_in<T: Upsertable>(
+        doc: &T,
+        coll: &Collection<T>,
+        session: &mut natural_key::mongodb::ClientSession,
+    ) -> Result<T::Outcome, Error> {
+        doc.upsert(coll)
+            .retry(RetryPolicy::default())
+            .session(session)
+            .await
+    }
+
+    let (coll, commands) = posts("generic_session").await;
+    let db = coll.inner().client().database(&coll.inner().namespace().db);
+    let clicks = clicks(&db).await;
+    let mut session = match db.client().start_session().await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("this engine has no sessions ({e}); nothing to check");
+            return;
+        }
+    };
+    let lsid = session.id().clone();
+    commands.reset();
+    let p = post("in-session", "v1");
+    save_in(&p, &coll, &mut session).await.unwrap();
+    let edited = Post {
+        body: "v2".into(),
+        ..p.clone()
+    };
+    save_in(&edited, &coll, &mut session).await.unwrap();
+    let c = click("/in-session");
+    save_in(&c, &clicks, &mut session).await.unwrap();
+    let sent: Vec<Document> = ["find", "insert", "update"]
+        .iter()
+        .flat_map(|n| commands.documents(n))
+        .collect();
+    assert!(
+        commands.count("insert") >= 2 && commands.count("update") >= 1,
+        "{:?}",
+        commands.sequence()
+    );
+    for c in &sent {
+        assert_eq!(
+            c.get_document("lsid").ok(),
+            Some(&lsid),
+            "not in the session: {c}"
         );
     }
 }

@@ -1,5 +1,6 @@
 //! Code generation: implementations that call into `::natural_key::__private` (or the
-//! `crate = "..."` path given instead of `::natural_key`).
+//! `crate = "..."` path given instead of `::natural_key`), and `Upsertable`, which names the
+//! public builders.
 
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned, ToTokens};
@@ -53,6 +54,13 @@ pub fn natural_key(input: &Container) -> TokenStream {
     };
 
     let content = content_hash(input, &p, &krate);
+    let upsertable = upsertable(
+        input,
+        &krate,
+        quote!(upsert),
+        quote!(Upsert),
+        quote!(UpsertOutcome),
+    );
 
     quote! {
         #[automatically_derived]
@@ -81,6 +89,8 @@ pub fn natural_key(input: &Container) -> TokenStream {
                 ::std::vec![#p::identity_index()]
             }
         }
+
+        #upsertable
     }
 }
 
@@ -191,6 +201,13 @@ pub fn random_id(input: &Container) -> TokenStream {
         }
         None => (quote!(), quote!(#p::Vec::new())),
     };
+    let upsertable = upsertable(
+        input,
+        &krate,
+        quote!(insert),
+        quote!(Insert),
+        quote!(InsertOutcome),
+    );
 
     quote! {
         #[automatically_derived]
@@ -205,6 +222,49 @@ pub fn random_id(input: &Container) -> TokenStream {
         impl #impl_g #p::Indexes for #ident #ty_g #where_clause {
             fn index_models() -> #p::Vec<#p::IndexModel> {
                 #indexes
+            }
+        }
+
+        #upsertable
+    }
+}
+
+/// The `Upsertable` impl, `doc.upsert(&coll)`: the handle's `method` (`upsert` or `insert`),
+/// which returns the runtime's `builder` and `outcome`. The generics are the type's, as in the
+/// other impls, with one more bound: the type is `Send + Sync` (`Upsertable` requires it, as a
+/// `Collection` holds only such documents). Bounded so, the impl exists where it can be used,
+/// and the derive still compiles for a type that is not `Send + Sync` (whose `id()` and
+/// content hash work as before). The bound is higher-ranked over an unused lifetime so that,
+/// on a type without generics, the compiler checks it where the impl is used rather than
+/// rejecting the impl (a plain bound on a concrete type that does not hold is an error).
+fn upsertable(
+    input: &Container,
+    krate: &TokenStream,
+    method: TokenStream,
+    builder: TokenStream,
+    outcome: TokenStream,
+) -> TokenStream {
+    let ident = input.ident;
+    let (_, ty_g, _) = input.generics.split_for_impl();
+    let mut generics = input.generics.clone();
+    generics
+        .make_where_clause()
+        .predicates
+        .push(syn::parse_quote! {
+            for<'__nk_any> #ident #ty_g: ::core::marker::Send + ::core::marker::Sync
+        });
+    let (impl_g, _, where_clause) = generics.split_for_impl();
+    // `'__nk`, not `'a`: the type's own lifetimes are in scope and must not be shadowed.
+    quote! {
+        #[automatically_derived]
+        impl #impl_g #krate::Upsertable for #ident #ty_g #where_clause {
+            type Outcome = #krate::#outcome;
+            type Upsert<'__nk> = #krate::#builder<'__nk, Self> where Self: '__nk;
+            fn upsert<'__nk>(
+                &'__nk self,
+                coll: &'__nk #krate::Collection<Self>,
+            ) -> Self::Upsert<'__nk> {
+                #krate::Collection::<Self>::#method(coll, self)
             }
         }
     }

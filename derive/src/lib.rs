@@ -17,7 +17,8 @@ use syn::{parse_macro_input, DeriveInput};
 use crate::attr::Derive;
 
 /// Derives `natural_key::NaturalKey`: a deterministic ULID from `#[key]` fields and a
-/// `#[key(timestamp)]` field, a canonical content hash, and the guarded upsert.
+/// `#[key(timestamp)]` field, a canonical content hash, and the guarded upsert —
+/// `natural_key::Upsertable` too, so `doc.upsert(&coll)` is `coll.upsert(&doc)`.
 ///
 /// Field attributes: `#[key]`, `#[key(timestamp)]`, `#[key(nfc)]`, `#[key(lowercase)]`,
 /// `#[natural_key(skip_hash)]`. Container attributes: `#[natural_key(namespace = "...")]`,
@@ -58,7 +59,8 @@ pub fn derive_natural_key(input: TokenStream) -> TokenStream {
 
 /// Derives `natural_key::RandomId` for event types: the id is the `#[id]` field (a `Ulid`
 /// created once with the value); optionally an `#[idempotency_key]` field with its own unique
-/// index.
+/// index. It implements `natural_key::Upsertable` too: `event.upsert(&coll)` is
+/// `coll.insert(&event)`, which stores the event once.
 ///
 /// Container attribute: `#[natural_key(crate = "...")]`, as for [`NaturalKey`](derive@NaturalKey).
 #[proc_macro_derive(RandomId, attributes(id, idempotency_key, natural_key))]

@@ -22,6 +22,7 @@ mod sha;
 pub mod spec;
 mod stored;
 mod traits;
+mod upsertable;
 mod write;
 
 pub use action::{Insert, InsertMany, InsertStream, Upsert, UpsertMany, UpsertStream};
@@ -44,6 +45,7 @@ pub use names::{
 pub use outcome::{BatchError, BatchReport, InsertOutcome, UpsertOutcome};
 pub use retry::{RetryPolicy, DEFAULT_ATTEMPT_TIMEOUT};
 pub use traits::{NaturalKey, RandomId};
+pub use upsertable::{UpsertBuilder, Upsertable, WriteOutcome};
 pub use write::batch::{DEFAULT_BATCH_SIZE, MAX_BATCH_BYTES};
 pub use write::mode::WriteMode;
 

@@ -8,7 +8,8 @@ struct Click {
     page: String,
 }
 
-// A RandomId type is inserted once (`clicks.insert(&click)`); it has no upsert.
+// The handle's `upsert` is the guarded upsert of a NaturalKey type; an event is written
+// once with `clicks.insert(&click)` (or `click.upsert(&clicks)`).
 #[allow(dead_code)]
 fn record(clicks: &natural_key::Collection<Click>, click: &Click) {
     let _ = clicks.upsert(click);
