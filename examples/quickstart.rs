@@ -28,7 +28,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("id {}", post.id()?); // same fields, same id, on every machine
     for _ in 0..2 {
         // First run: inserted, then unchanged (no write sent). Edit `body`: updated.
-        let outcome = posts.upsert(&post).retry(RetryPolicy::default()).await?;
+        let outcome = post.upsert(&posts).retry(RetryPolicy::default()).await?;
         println!("{outcome}");
     }
     Ok(())
