@@ -24,34 +24,8 @@ pub fn natural_key(input: &Container) -> TokenStream {
         }
     };
 
-    let key_parts = input.fields().iter().filter_map(|f| {
-        let k = f.identity_key()?;
-        let (member, ty) = (f.ident, f.ty);
-        let name = member.to_string();
-        let (lowercase, nfc) = (k.lowercase, k.nfc);
-        // The field type as the explicit type argument, so "cannot be a `#[key]` field" points
-        // at the whole type (a `quote_spanned!` span is only its first token on stable).
-        Some(quote_spanned! {ty.span()=>
-            #p::KeySink::part::<#ty>(
-                __sink,
-                #name,
-                &self.#member,
-                #p::Normalize { lowercase: #lowercase, nfc: #nfc },
-            )?;
-        })
-    });
-
-    let ts = input
-        .fields()
-        .iter()
-        .find(|f| f.is_timestamp())
-        .expect("validated: one timestamp field");
-    let (ts_member, ts_ty) = (ts.ident, ts.ty);
-    let ts_name = ts_member.to_string();
-    let ts_krate = respan(krate.clone(), ts_ty.span());
-    let ts_millis = quote_spanned! {ts_ty.span()=>
-        <#ts_ty as #ts_krate::KeyTimestamp>::unix_millis(&self.#ts_member)
-    };
+    let key_parts = key_parts(input, &p);
+    let (ts_name, ts_millis) = timestamp_millis(input, &krate);
 
     let content = content_hash(input, &p, &krate);
     let upsertable = upsertable(
@@ -92,6 +66,43 @@ pub fn natural_key(input: &Container) -> TokenStream {
 
         #upsertable
     }
+}
+
+/// One `KeySink::part` call per identity key field, in declaration order.
+fn key_parts(input: &Container, p: &TokenStream) -> Vec<TokenStream> {
+    let parts = input.fields().iter().filter_map(|f| {
+        let k = f.identity_key()?;
+        let (member, ty) = (f.ident, f.ty);
+        let name = member.to_string();
+        let (lowercase, nfc) = (k.lowercase, k.nfc);
+        // The field type as the explicit type argument, so "cannot be a `#[key]` field" points
+        // at the whole type (a `quote_spanned!` span is only its first token on stable).
+        Some(quote_spanned! {ty.span()=>
+            #p::KeySink::part::<#ty>(
+                __sink,
+                #name,
+                &self.#member,
+                #p::Normalize { lowercase: #lowercase, nfc: #nfc },
+            )?;
+        })
+    });
+    parts.collect()
+}
+
+/// The timestamp key's name, and the expression of its Unix milliseconds (spanned at its
+/// type, so a type that is no timestamp is reported there).
+fn timestamp_millis(input: &Container, krate: &TokenStream) -> (String, TokenStream) {
+    let ts = input
+        .fields()
+        .iter()
+        .find(|f| f.is_timestamp())
+        .expect("validated: one timestamp field");
+    let (ts_member, ts_ty) = (ts.ident, ts.ty);
+    let ts_krate = respan(krate.clone(), ts_ty.span());
+    let millis = quote_spanned! {ts_ty.span()=>
+        <#ts_ty as #ts_krate::KeyTimestamp>::unix_millis(&self.#ts_member)
+    };
+    (ts_member.to_string(), millis)
 }
 
 /// The content hash methods of a NaturalKey impl. Every type has the v1 walk (its hashed

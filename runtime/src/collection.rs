@@ -274,14 +274,14 @@ fn serves(ix: &IndexInfo, spec: &IndexSpec) -> bool {
     key_ok && truthy(ix.unique.as_ref()) && partial_ok
 }
 
-async fn ensure_index(t: &Target, spec: &IndexSpec) -> Result<(), Error> {
-    let existing = op::list_indexes(t).await.map_err(classify)?;
+async fn ensure_index(target: &Target, spec: &IndexSpec) -> Result<(), Error> {
+    let existing = op::list_indexes(target).await.map_err(classify)?;
     if let Some(ix) = existing.iter().find(|ix| ix.name == spec.name) {
         if serves(ix, spec) {
             return Ok(());
         }
         return Err(Error::IndexConflict {
-            collection: t.namespace.clone(),
+            collection: target.namespace.clone(),
             name: spec.name.to_string(),
             found: describe(ix),
             wanted: index_spec(spec, Coverage::Sparse).to_string(),
@@ -291,12 +291,15 @@ async fn ensure_index(t: &Target, spec: &IndexSpec) -> Result<(), Error> {
         return Ok(());
     }
     let mut coverages = vec![Coverage::Sparse, Coverage::Partial];
-    if t.deployment.missing_field_is_absent_in_unique_indexes() {
+    if target
+        .deployment
+        .missing_field_is_absent_in_unique_indexes()
+    {
         coverages.push(Coverage::Plain);
     }
     let mut last = None;
     for coverage in coverages {
-        match op::create_index(t, index_spec(spec, coverage)).await {
+        match op::create_index(target, index_spec(spec, coverage)).await {
             Ok(()) => return Ok(()),
             // The engine does not take this option: try the next way.
             Err(e) if option_refused(&e) => last = Some(e),

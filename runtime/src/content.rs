@@ -291,9 +291,9 @@ impl<S: Sink> Canon<'_, S> {
         self.out.tagged(tag::INT, v.to_be_bytes(), &[]);
     }
     #[inline]
-    fn len_prefixed(&mut self, t: u8, bytes: &[u8]) {
+    fn len_prefixed(&mut self, tag: u8, bytes: &[u8]) {
         self.out
-            .tagged(t, (bytes.len() as u64).to_be_bytes(), bytes);
+            .tagged(tag, (bytes.len() as u64).to_be_bytes(), bytes);
     }
     #[inline]
     fn str(&mut self, s: &str) {

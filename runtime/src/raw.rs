@@ -126,8 +126,8 @@ fn length(n: usize) -> Result<[u8; 4], Unwritable> {
         .map_err(|_| Unwritable(format!("a BSON document of {n} bytes")))
 }
 
-fn key(out: &mut Vec<u8>, t: u8, key: &str) {
-    out.push(t);
+fn key(out: &mut Vec<u8>, tag: u8, key: &str) {
+    out.push(tag);
     out.extend_from_slice(key.as_bytes());
     out.push(0);
 }

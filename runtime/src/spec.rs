@@ -104,7 +104,7 @@ impl std::str::FromStr for KeyKind {
 /// A name that is not a [`KeyKind`] or a [`TimestampForm`].
 ///
 /// ```
-/// let e = "float".parse::<natural_key_runtime::KeyKind>().unwrap_err();
+/// let e = "float".parse::<natural_key_runtime::spec::KeyKind>().unwrap_err();
 /// assert_eq!(e.to_string(), "unknown key type `float`: use str, int, bool, bytes, uuid or objectid");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

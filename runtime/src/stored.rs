@@ -31,7 +31,7 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
-    pub(crate) fn of<T: NaturalKey>(doc: &T, t: &Target) -> Result<Self, Error> {
+    pub(crate) fn of<T: NaturalKey>(doc: &T, target: &Target) -> Result<Self, Error> {
         // `id()` and `identity()` in one pass over the key fields.
         let digest = crate::key::identity_digest(doc)?;
         let id = crate::key::ulid_from(doc.__timestamp_ms()?, &digest);
@@ -39,10 +39,10 @@ impl Prepared {
         let hash = doc.content_hash()?.to_string();
         let hash_v1 = doc.__content_hash_v1().map(|h| h.to_string());
         let mut body = bson::to_raw_document_buf(doc).map_err(Error::serialize::<T>)?;
-        check_names(&body, OwnId::Derived).map_err(|e| e.into_error::<T>(t, id))?;
+        check_names(&body, OwnId::Derived).map_err(|e| e.into_error::<T>(target, id))?;
         body.append(IDENTITY_FIELD, identity.as_str());
         body.append(HASH_FIELD, hash.as_str());
-        check_size(t, id, body.as_bytes().len() + ID_BYTES + TOKEN_BYTES)?;
+        check_size(target, id, body.as_bytes().len() + ID_BYTES + TOKEN_BYTES)?;
         Ok(Prepared {
             id,
             id_text: id.to_string(),
@@ -82,14 +82,14 @@ pub(crate) struct PreparedEvent {
 }
 
 impl PreparedEvent {
-    pub(crate) fn of<T: RandomId>(doc: &T, t: &Target) -> Result<Self, Error> {
+    pub(crate) fn of<T: RandomId>(doc: &T, target: &Target) -> Result<Self, Error> {
         let id = doc.id();
         let idempotency_key = doc.__idempotency_key()?;
         // `_id` first, then the event's fields but its own `_id` (the `#[id]` field): one copy
         // of the serialized event.
         let raw = bson::to_raw_document_buf(doc).map_err(Error::serialize::<T>)?;
         let id_text = id.to_string();
-        check_names(&raw, OwnId::Carried(&id_text)).map_err(|e| e.into_error::<T>(t, id))?;
+        check_names(&raw, OwnId::Carried(&id_text)).map_err(|e| e.into_error::<T>(target, id))?;
         let mut body = RawDocumentBuf::new();
         body.append("_id", id_text);
         append_fields(&mut body, &raw, Some("_id")).map_err(Error::serialize::<T>)?;
@@ -98,7 +98,7 @@ impl PreparedEvent {
         }
         let token = Ulid::new().to_string();
         body.append(WRITE_FIELD, token.as_str());
-        check_size(t, id, body.as_bytes().len())?;
+        check_size(target, id, body.as_bytes().len())?;
         Ok(PreparedEvent {
             id,
             idempotency_key,
@@ -108,11 +108,11 @@ impl PreparedEvent {
     }
 }
 
-fn check_size(t: &Target, id: Ulid, bytes: usize) -> Result<(), Error> {
-    let limit = t.deployment.limits().max_document_bytes;
+fn check_size(target: &Target, id: Ulid, bytes: usize) -> Result<(), Error> {
+    let limit = target.deployment.limits().max_document_bytes;
     if bytes > limit {
         return Err(Error::DocumentTooLarge {
-            collection: t.namespace.clone(),
+            collection: target.namespace.clone(),
             id,
             bytes,
             limit,
@@ -139,10 +139,10 @@ pub(crate) enum NameError {
 }
 
 impl NameError {
-    fn into_error<T: ?Sized>(self, t: &Target, id: Ulid) -> Error {
+    fn into_error<T: ?Sized>(self, target: &Target, id: Ulid) -> Error {
         match self {
             NameError::Name(field, problem) => Error::InvalidFieldName {
-                collection: t.namespace.clone(),
+                collection: target.namespace.clone(),
                 id,
                 field,
                 problem,

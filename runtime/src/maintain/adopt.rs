@@ -181,10 +181,10 @@ where
             if report.audit.is_clean() {
                 return Ok(report);
             }
-            let t = &self.coll.target;
+            let target = &self.coll.target;
             let mut conflicted: HashMap<[u8; 32], Vec<Read<T>>> = HashMap::new();
             let mut doomed = Vec::new();
-            let mut scan = Scan::open(t, RawDocumentBuf::new(), None, SCAN_BATCH)
+            let mut scan = Scan::open(target, RawDocumentBuf::new(), None, SCAN_BATCH)
                 .await
                 .map_err(classify)?;
             loop {
@@ -206,10 +206,10 @@ where
                         plan.streamed(g, r)?;
                     }
                 }
-                doomed.extend(plan.run(t, self.dry_run, &mut report).await?);
+                doomed.extend(plan.run(target, self.dry_run, &mut report).await?);
                 if doomed.len() >= DELETE_FLUSH {
                     let all = std::mem::take(&mut doomed);
-                    delete_all(t, self.dry_run, self.mapping, all, &mut report).await?;
+                    delete_all(target, self.dry_run, self.mapping, all, &mut report).await?;
                 }
                 if let Some(p) = self.progress.as_mut() {
                     p(&report);
@@ -219,8 +219,8 @@ where
             for (_, members) in conflicted {
                 plan.conflicted(members, &mut self, &mut report)?;
             }
-            doomed.extend(plan.run(t, self.dry_run, &mut report).await?);
-            delete_all(t, self.dry_run, self.mapping, doomed, &mut report).await?;
+            doomed.extend(plan.run(target, self.dry_run, &mut report).await?);
+            delete_all(target, self.dry_run, self.mapping, doomed, &mut report).await?;
             if let Some(p) = self.progress.as_mut() {
                 p(&report);
             }
@@ -411,12 +411,12 @@ impl Plan {
     /// them (deleted together, later: see [`delete_all`]).
     async fn run(
         self,
-        t: &Target,
+        target: &Target,
         dry: bool,
         report: &mut AdoptReport,
     ) -> Result<Vec<(Bson, Ulid)>, Error> {
         let mut failed: HashSet<Ulid> = HashSet::new();
-        for (id, to, e) in release(t, dry, &self.releases).await? {
+        for (id, to, e) in release(target, dry, &self.releases).await? {
             failed.insert(to);
             report.failures.push((id, e));
         }
@@ -445,7 +445,7 @@ impl Plan {
             .zip(counts)
         {
             let tos: Vec<Ulid> = items.iter().map(|(to, _)| *to).collect();
-            let results = send(t, dry, kind, items).await?;
+            let results = send(target, dry, kind, items).await?;
             for ((r, to), home) in results.into_iter().zip(tos).zip(counts) {
                 match r {
                     Ok(()) => report.adopted += u64::from(home),
@@ -469,7 +469,7 @@ impl Plan {
 /// brackets a narrow range of ids (see `apply_set`). A document already gone (deleted by the
 /// run a kill interrupted) is what was wanted.
 async fn delete_all(
-    t: &Target,
+    target: &Target,
     dry: bool,
     mapping: bool,
     doomed: Vec<(Bson, Ulid)>,
@@ -479,7 +479,7 @@ async fn delete_all(
     report.merged += if dry {
         ids.len() as u64
     } else {
-        apply_set(t, SetOp::Delete, &ids).await?
+        apply_set(target, SetOp::Delete, &ids).await?
     };
     if mapping {
         report.mapping.extend(doomed);
@@ -491,12 +491,12 @@ async fn delete_all(
 /// statement for all; where it does not match each one, one per document, to tell which
 /// vanished. Returns the documents that could not be released.
 async fn release(
-    t: &Target,
+    target: &Target,
     dry: bool,
     releases: &[(Bson, Ulid)],
 ) -> Result<Vec<(Bson, Ulid, Error)>, Error> {
     let ids: Vec<Bson> = releases.iter().map(|(id, _)| id.clone()).collect();
-    if dry || apply_set(t, SetOp::Release, &ids).await? == ids.len() as u64 {
+    if dry || apply_set(target, SetOp::Release, &ids).await? == ids.len() as u64 {
         return Ok(Vec::new());
     }
     let mut statements = Vec::new();
@@ -507,7 +507,7 @@ async fn release(
         )?;
         statements.push((*to, s));
     }
-    let results = apply(t, Command::Update, statements).await?;
+    let results = apply(target, Command::Update, statements).await?;
     Ok(releases
         .iter()
         .zip(results)
@@ -517,7 +517,7 @@ async fn release(
 
 /// `apply`, or in a dry run the success it would have.
 async fn send(
-    t: &Target,
+    target: &Target,
     dry: bool,
     kind: Command,
     docs: Vec<(Ulid, RawDocumentBuf)>,
@@ -525,7 +525,7 @@ async fn send(
     if dry {
         return Ok(docs.iter().map(|_| Ok(())).collect());
     }
-    apply(t, kind, docs).await
+    apply(target, kind, docs).await
 }
 
 /// The derived-id document for a stored one: every stored field but `_id` and natural-key's

@@ -162,14 +162,14 @@ async fn prune<T: Send + Sync>(
     dry_run: bool,
     max_fraction: f64,
 ) -> Result<PruneReport, Error> {
-    let t = &coll.target;
+    let target = &coll.target;
     let mut report = PruneReport {
         dry_run,
         ..PruneReport::default()
     };
     let mut gone: Vec<(Bson, Bson)> = Vec::new();
     let filter: RawDocumentBuf = fragment(&doc! {IDENTITY_FIELD: {"$exists": true}})?;
-    let mut scan = Scan::open(t, filter, Some(&["_id", IDENTITY_FIELD]), SCAN_BATCH)
+    let mut scan = Scan::open(target, filter, Some(&["_id", IDENTITY_FIELD]), SCAN_BATCH)
         .await
         .map_err(classify)?;
     loop {
@@ -199,7 +199,7 @@ async fn prune<T: Send + Sync>(
     let fraction = report.deleted as f64 / report.stored.max(1) as f64;
     if fraction > max_fraction {
         return Err(Error::PruneRefused {
-            collection: t.namespace.clone(),
+            collection: target.namespace.clone(),
             would_delete: report.deleted,
             stored: report.stored,
             max_fraction,
@@ -221,7 +221,7 @@ async fn prune<T: Send + Sync>(
         .collect::<Result<Vec<_>, Error>>()?;
     let mut deleted = 0;
     let mut first_error = None;
-    for r in apply(t, Command::Delete, statements).await? {
+    for r in apply(target, Command::Delete, statements).await? {
         match r {
             Ok(()) => deleted += 1,
             // Already gone (a concurrent delete, a rerun): what prune wanted.

@@ -114,8 +114,8 @@ where
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
-            let t = &self.coll.target;
-            let p = Prepared::of(self.doc, t)?;
+            let target = &self.coll.target;
+            let p = Prepared::of(self.doc, target)?;
             let to = p.id;
             // One read: the holder of the identity, a document a half-done move released,
             // and whatever sits at the new id.
@@ -124,7 +124,7 @@ where
                 {MOVED_TO_FIELD: &p.id_text},
                 {"_id": &p.id_text},
             ]};
-            let found: Vec<Document> = op::find(t, fragment(&filter)?, None, None)
+            let found: Vec<Document> = op::find(target, fragment(&filter)?, None, None)
                 .await
                 .map_err(classify)?;
             let holds = |d: &&Document| d.get_str(IDENTITY_FIELD) == Ok(p.identity.as_str());
@@ -138,7 +138,7 @@ where
                 .find(|d| d.get_str("_id") == Ok(p.id_text.as_str()));
             if let Some(other) = at_target.filter(|d| !holds(d)) {
                 return Err(Error::RekeyTargetTaken {
-                    collection: t.namespace.clone(),
+                    collection: target.namespace.clone(),
                     id: to,
                     identity: other.get_str(IDENTITY_FIELD).unwrap_or("none").to_string(),
                 });
@@ -176,10 +176,10 @@ where
                     doc! {"_id": old_id.clone(), IDENTITY_FIELD: &p.identity},
                     doc! {"$unset": {IDENTITY_FIELD: ""}, "$set": {MOVED_TO_FIELD: &p.id_text}},
                 )?;
-                one(apply(t, Command::Update, vec![(to, release)]).await?)?;
+                one(apply(target, Command::Update, vec![(to, release)]).await?)?;
             }
             let home = home(self.coll, &p, old, &old_id)?;
-            one(apply(t, Command::Insert, vec![(to, home)]).await?)?;
+            one(apply(target, Command::Insert, vec![(to, home)]).await?)?;
             delete_released(self.coll, &[old], to).await?;
             Ok(outcome)
         })

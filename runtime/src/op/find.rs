@@ -4,7 +4,7 @@ use bson::{doc, Bson, RawDocumentBuf};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-use super::{parse, raw, Session, Target};
+use super::{encode, parse, Session, Target};
 use crate::names::{HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, WRITE_FIELD};
 
 /// What the guard reads of a stored [`NaturalKey`](crate::NaturalKey) document. Field names
@@ -55,19 +55,19 @@ struct CursorBody<T> {
 
 /// Every document matching `filter`, with only `fields` projected (`None`: whole documents).
 pub(crate) async fn find<T: DeserializeOwned>(
-    t: &Target,
+    target: &Target,
     filter: RawDocumentBuf,
     fields: Option<&[&str]>,
     session: Session<'_>,
 ) -> Result<Vec<T>, mongodb::error::Error> {
-    cursor(t, command(t, filter, fields), session).await
+    cursor(target, command(target, filter, fields), session).await
 }
 
 /// A `find` of `filter`, with only `fields` projected (`None`: whole documents): every read
 /// natural-key sends starts here.
-fn command(t: &Target, filter: RawDocumentBuf, fields: Option<&[&str]>) -> RawDocumentBuf {
+fn command(target: &Target, filter: RawDocumentBuf, fields: Option<&[&str]>) -> RawDocumentBuf {
     let mut cmd = RawDocumentBuf::new();
-    cmd.append("find", t.name.as_str());
+    cmd.append("find", target.name.as_str());
     cmd.append("filter", filter);
     if let Some(fields) = fields {
         let mut projection = RawDocumentBuf::new();
@@ -82,28 +82,30 @@ fn command(t: &Target, filter: RawDocumentBuf, fields: Option<&[&str]>) -> RawDo
 /// Whether the collection holds no document at all: one document's `_id` asked for, in a
 /// single batch.
 pub(crate) async fn is_empty(
-    t: &Target,
+    target: &Target,
     session: Session<'_>,
 ) -> Result<bool, mongodb::error::Error> {
-    let mut cmd = command(t, RawDocumentBuf::new(), Some(&["_id"]));
+    let mut cmd = command(target, RawDocumentBuf::new(), Some(&["_id"]));
     cmd.append("limit", 1i64);
     cmd.append("singleBatch", true);
-    let found: Vec<serde::de::IgnoredAny> = cursor(t, cmd, session).await?;
+    let found: Vec<serde::de::IgnoredAny> = cursor(target, cmd, session).await?;
     Ok(found.is_empty())
 }
 
 /// Runs a command that answers with a cursor and reads it to the end with `getMore`.
 pub(crate) async fn cursor<T: DeserializeOwned>(
-    t: &Target,
+    target: &Target,
     cmd: RawDocumentBuf,
     mut session: Session<'_>,
 ) -> Result<Vec<T>, mongodb::error::Error> {
-    let reply: CursorReply<T> = parse(t.run(cmd, session.as_deref_mut()).await?, "cursor")?;
+    let reply: CursorReply<T> = parse(target.run(cmd, session.as_deref_mut()).await?, "cursor")?;
     let (mut id, mut out) = (reply.cursor.id, reply.cursor.batch);
     while id != 0 {
-        let more = doc! { "getMore": id, "collection": t.name.as_str() };
-        let reply: CursorReply<T> =
-            parse(t.run(raw(&more)?, session.as_deref_mut()).await?, "getMore")?;
+        let more = doc! { "getMore": id, "collection": target.name.as_str() };
+        let reply: CursorReply<T> = parse(
+            target.run(encode(&more)?, session.as_deref_mut()).await?,
+            "getMore",
+        )?;
         id = reply.cursor.id;
         out.extend(reply.cursor.batch);
     }
@@ -121,19 +123,20 @@ impl Scan {
     /// `filter`, with only `fields` projected (`None`: whole documents), `batch_size`
     /// documents per round trip.
     pub(crate) async fn open(
-        t: &Target,
+        target: &Target,
         filter: RawDocumentBuf,
         fields: Option<&[&str]>,
         batch_size: usize,
     ) -> Result<Self, mongodb::error::Error> {
-        let mut cmd = command(t, filter, fields);
+        let mut cmd = command(target, filter, fields);
         let batch_size = u32::try_from(batch_size.max(1)).unwrap_or(u32::MAX);
         cmd.append("batchSize", i64::from(batch_size));
-        let cursor =
-            t.db.run_raw_cursor_command(cmd)
-                .selection_criteria(super::primary())
-                .batch_size(batch_size)
-                .await?;
+        let cursor = target
+            .db
+            .run_raw_cursor_command(cmd)
+            .selection_criteria(super::primary())
+            .batch_size(batch_size)
+            .await?;
         Ok(Scan { cursor })
     }
 

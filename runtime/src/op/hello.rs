@@ -5,7 +5,7 @@ use bson::doc;
 use mongodb::{Client, Database};
 use serde::Deserialize;
 
-use super::{parse, primary, raw};
+use super::{encode, parse, primary};
 use crate::deployment::{Deployment, Engine, Limits};
 use crate::error::{classify, Error};
 
@@ -29,7 +29,7 @@ pub(crate) struct BuildInfo {
 }
 
 async fn run(db: &Database, name: &str) -> Result<bson::Document, mongodb::error::Error> {
-    db.run_raw_command(raw(&doc! { name: 1 })?)
+    db.run_raw_command(encode(&doc! { name: 1 })?)
         .selection_criteria(primary())
         .await
 }

@@ -4,7 +4,7 @@ use bson::{doc, Bson, Document};
 use serde::Deserialize;
 
 use super::find::cursor;
-use super::{raw, Target};
+use super::{encode, Target};
 
 /// An existing index, as `listIndexes` describes it.
 #[derive(Debug, Clone, Deserialize)]
@@ -22,16 +22,19 @@ pub(crate) struct IndexInfo {
 const NAMESPACE_NOT_FOUND: i32 = 26;
 
 /// The collection's indexes; none when the collection does not exist yet.
-pub(crate) async fn list_indexes(t: &Target) -> Result<Vec<IndexInfo>, mongodb::error::Error> {
-    let cmd = raw(&doc! { "listIndexes": t.name.as_str() })?;
-    match cursor(t, cmd, None).await {
+pub(crate) async fn list_indexes(target: &Target) -> Result<Vec<IndexInfo>, mongodb::error::Error> {
+    let cmd = encode(&doc! { "listIndexes": target.name.as_str() })?;
+    match cursor(target, cmd, None).await {
         Err(e) if crate::error::server_code(&e) == Some(NAMESPACE_NOT_FOUND) => Ok(Vec::new()),
         other => other,
     }
 }
 
 /// Creates one index from its full specification (`{key, name, unique, ...}`).
-pub(crate) async fn create_index(t: &Target, spec: Document) -> Result<(), mongodb::error::Error> {
-    let cmd = doc! { "createIndexes": t.name.as_str(), "indexes": [spec] };
-    t.run(raw(&cmd)?, None).await.map(|_| ())
+pub(crate) async fn create_index(
+    target: &Target,
+    spec: Document,
+) -> Result<(), mongodb::error::Error> {
+    let cmd = doc! { "createIndexes": target.name.as_str(), "indexes": [spec] };
+    target.run(encode(&cmd)?, None).await.map(|_| ())
 }

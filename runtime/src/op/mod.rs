@@ -57,7 +57,7 @@ impl Target {
 }
 
 /// A command written with `doc!`, as the raw BSON the commands are sent as.
-pub(crate) fn raw(command: &Document) -> Result<RawDocumentBuf, mongodb::error::Error> {
+pub(crate) fn encode(command: &Document) -> Result<RawDocumentBuf, mongodb::error::Error> {
     RawDocumentBuf::from_document(command).map_err(mongodb::error::Error::custom)
 }
 

@@ -1,4 +1,6 @@
-//! `insert` and `update` commands: built here, cut to the engine's limits, replies parsed.
+//! The write commands (`insert`, `update`, `delete`): built here, their replies parsed, their
+//! refusals sorted (ours to decide again, the user's index, anything else); and `chunks`, which
+//! cuts what a write sends to the engine's limits.
 
 use std::ops::Range;
 
@@ -65,10 +67,10 @@ pub(crate) const DUPLICATE_KEY_CODE: i32 = 11000;
 
 impl WriteReply {
     /// A write concern error: the documents were applied but not acknowledged as asked.
-    pub(crate) fn write_concern(&self, t: &Target, id: Ulid) -> Result<(), Error> {
+    pub(crate) fn write_concern(&self, target: &Target, id: Ulid) -> Result<(), Error> {
         match &self.write_concern_error {
             Some(w) => Err(Error::WriteFailed {
-                collection: t.namespace.clone(),
+                collection: target.namespace.clone(),
                 id,
                 code: w.code,
                 message: w.errmsg.clone(),
@@ -81,17 +83,17 @@ impl WriteReply {
 impl Refusal {
     /// The error for a refusal no further round can change (`None`: a duplicate to decide
     /// again).
-    pub(crate) fn permanent(&self, t: &Target, id: Ulid) -> Option<Error> {
+    pub(crate) fn permanent(&self, target: &Target, id: Ulid) -> Option<Error> {
         match self {
             Refusal::Ours | Refusal::Unnamed { .. } => None,
             Refusal::UserIndex { index, key } => Some(Error::UniqueIndexViolation {
-                collection: t.namespace.clone(),
+                collection: target.namespace.clone(),
                 id,
                 index: index.clone(),
                 key: key.clone(),
             }),
             Refusal::Other { code, message } => Some(Error::WriteFailed {
-                collection: t.namespace.clone(),
+                collection: target.namespace.clone(),
                 id,
                 code: *code,
                 message: message.clone(),
@@ -220,18 +222,18 @@ impl Command {
 
 /// The command's bytes: built here and only here.
 pub(crate) fn command(
-    t: &Target,
+    target: &Target,
     command: Command,
     items: &[impl ToEmbedded],
 ) -> Result<RawDocumentBuf, mongodb::error::Error> {
     let (name, field) = command.names();
     let items: Vec<Embedded<'_>> = items.iter().map(ToEmbedded::embedded).collect();
     let mut elements = vec![
-        (name, Value::Str(&t.name)),
+        (name, Value::Str(&target.name)),
         (field, Value::Docs(&items)),
         ("ordered", Value::Bool(false)),
     ];
-    if let Some(wc) = &t.write_concern {
+    if let Some(wc) = &target.write_concern {
         elements.push(("writeConcern", Value::Doc(wc.as_bytes())));
     }
     crate::raw::doc(&elements).map_err(mongodb::error::Error::custom)
@@ -239,13 +241,13 @@ pub(crate) fn command(
 
 /// Sends one command of `items` and parses its reply.
 pub(crate) async fn run(
-    t: &Target,
+    target: &Target,
     kind: Command,
     items: &[impl ToEmbedded],
     session: Session<'_>,
 ) -> Result<WriteReply, mongodb::error::Error> {
-    let cmd = command(t, kind, items)?;
-    parse(t.run(cmd, session).await?, kind.names().0)
+    let cmd = command(target, kind, items)?;
+    parse(target.run(cmd, session).await?, kind.names().0)
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ impl<D: Send + Sync> Writer<D> for EventWriter<'_> {
 
 /// Inserts one batch; one result per event. `Err` only for a failure of the whole batch.
 async fn insert_batch(
-    t: &Target,
+    target: &Target,
     events: &[&PreparedEvent],
     mut session: Session<'_>,
 ) -> Result<Outcomes<InsertOutcome>, Error> {
@@ -51,11 +51,11 @@ async fn insert_batch(
             break;
         }
         let session_now = session.as_deref_mut();
-        let duplicates = send_events(t, events, &pending, &mut results, session_now).await?;
+        let duplicates = send_events(target, events, &pending, &mut results, session_now).await?;
         if duplicates.is_empty() {
             break;
         }
-        let (by_id, by_key) = read(t, events, &duplicates, session.as_deref_mut()).await?;
+        let (by_id, by_key) = read(target, events, &duplicates, session.as_deref_mut()).await?;
         pending.clear();
         for (k, unnamed) in duplicates {
             let p = events[k];
@@ -79,21 +79,21 @@ async fn insert_batch(
                 // index is the user's.
                 None if unnamed.is_some() => {
                     let message = unnamed.unwrap_or_default();
-                    results[k] = Some(Err(unnamed_violation(t, p.id, message)))
+                    results[k] = Some(Err(unnamed_violation(target, p.id, message)))
                 }
                 // Refused as a duplicate yet not found: deleted in between. Insert again.
                 None => pending.push(k),
             }
         }
     }
-    Ok(or_contention(results, t, |k| events[k].id))
+    Ok(or_contention(results, target, |k| events[k].id))
 }
 
 /// Sends the pending events; settles the inserted and the refused-for-good, and returns the
 /// ones refused as duplicates — of `_id` or of the idempotency key, or of an index the engine
 /// did not name (with its message).
 async fn send_events(
-    t: &Target,
+    target: &Target,
     events: &[&PreparedEvent],
     pending: &[usize],
     results: &mut [Option<Result<InsertOutcome, Error>>],
@@ -103,7 +103,7 @@ async fn send_events(
     let bodies: Vec<_> = pending.iter().map(|&k| &events[k].body).collect();
     let id = |i: usize| events[pending[i]].id;
     send(
-        t,
+        target,
         Command::Insert,
         &bodies,
         false,
@@ -122,7 +122,7 @@ async fn send_events(
                             results[k] = Some(Ok(InsertOutcome::Inserted(events[k].id)));
                             continue;
                         };
-                        match refusal.permanent(t, events[k].id) {
+                        match refusal.permanent(target, events[k].id) {
                             Some(e) => results[k] = Some(Err(e)),
                             None => {
                                 let unnamed = match refusal {
@@ -144,7 +144,7 @@ async fn send_events(
 /// One read: which of the refused events are stored, by id (with the stored token) or by
 /// idempotency key.
 async fn read(
-    t: &Target,
+    target: &Target,
     events: &[&PreparedEvent],
     duplicates: &[(usize, Option<String>)],
     session: Session<'_>,
@@ -169,7 +169,7 @@ async fn read(
     or.push(either(IDEMPOTENCY_FIELD, keys));
     let mut filter = RawDocumentBuf::new();
     filter.append("$or", or);
-    let found: Vec<StoredEvent> = op::find(t, filter, Some(StoredEvent::PROJECTION), session)
+    let found: Vec<StoredEvent> = op::find(target, filter, Some(StoredEvent::PROJECTION), session)
         .await
         .map_err(classify)?;
     let mut by_id = HashMap::new();
@@ -178,7 +178,7 @@ async fn read(
         let Bson::String(id) = d.id else { continue };
         if let Some(Bson::String(key)) = d.idempotency_key {
             let parsed = id.parse::<Ulid>().map_err(|_| Error::UnexpectedDocument {
-                collection: t.namespace.clone(),
+                collection: target.namespace.clone(),
                 message: format!(
                     "_id {id} of the event with idempotency key {key:?} is not a ULID"
                 ),
@@ -186,7 +186,7 @@ async fn read(
             by_key.insert(key, parsed);
         }
         let token = match d.token {
-            Some(Bson::String(t)) => Some(t),
+            Some(Bson::String(target)) => Some(target),
             _ => None,
         };
         by_id.insert(id, token);
