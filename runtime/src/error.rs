@@ -290,6 +290,23 @@ pub enum Error {
     #[error("transient database error (safe to retry)")]
     Transient(#[source] mongodb::error::Error),
 
+    /// The engine is busy or could not tell whether it applied a write — Azure Cosmos DB's
+    /// request-rate throttle (16500) or the end of its server-side retries (50) — for a whole
+    /// command or for some statements of one, and the call's [`RetryPolicy`](crate::RetryPolicy)
+    /// allowed no further wait. Safe to retry: what was applied is found by the next call.
+    #[error(
+        "`{collection}` is throttled by the engine (code {code}): {message}; retry later, or \
+         give the call a RetryPolicy (it waits as long as the engine asks)"
+    )]
+    Throttled {
+        /// `database.collection`.
+        collection: String,
+        /// The engine's code (16500 or 50).
+        code: i32,
+        /// What the engine said (Cosmos DB's carries `RetryAfterMs=N`).
+        message: String,
+    },
+
     /// A database error that retrying will not fix (authentication, bad command, ...).
     #[error("database error")]
     Database(#[source] mongodb::error::Error),
@@ -306,7 +323,30 @@ impl Error {
                 | Error::Contention { .. }
                 | Error::Timeout { .. }
                 | Error::ConcurrentChange { .. }
+                | Error::Throttled { .. }
         )
+    }
+
+    /// How long the engine asked to wait before the next attempt (`RetryAfterMs=N` in Azure
+    /// Cosmos DB's throttling message), if it did. A [`RetryPolicy`](crate::RetryPolicy) waits
+    /// at least this long before retrying.
+    ///
+    /// ```
+    /// use natural_key_runtime::Error;
+    /// let e = Error::Throttled {
+    ///     collection: "db.posts".into(),
+    ///     code: 16500,
+    ///     message: "Request rate is large. RetryAfterMs=120, Details='...'".into(),
+    /// };
+    /// assert_eq!(e.retry_after(), Some(std::time::Duration::from_millis(120)));
+    /// assert!(e.is_transient());
+    /// ```
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            Error::Throttled { message, .. } => retry_after_in(message),
+            Error::Transient(e) => retry_after_in(&e.to_string()),
+            _ => None,
+        }
     }
 
     /// A short name of the variant, stable across releases: the `kind` label of the
@@ -339,6 +379,7 @@ impl Error {
             Error::ConcurrentChange { .. } => "concurrent_change",
             Error::UnexpectedDocument { .. } => "unexpected_document",
             Error::Transient(_) => "transient",
+            Error::Throttled { .. } => "throttled",
             Error::Database(_) => "database",
         }
     }
@@ -395,10 +436,32 @@ impl fmt::Display for Chain<'_> {
 
 /// Server error codes after which the same command may succeed (the retryable-reads/writes
 /// specifications' lists: not primary, node recovering or shutting down, host unreachable,
-/// network timeout, socket exception, exceeded time limit).
+/// network timeout, socket exception, exceeded time limit), and the engines' [`THROTTLE_CODES`].
 const TRANSIENT_CODES: &[i32] = &[
-    11600, 11602, 10107, 13435, 13436, 10058, 189, 91, 7, 6, 89, 9001, 134, 262,
+    11600, 11602, 10107, 13435, 13436, 10058, 189, 91, 7, 6, 89, 9001, 134, 262, 16500, 50,
 ];
+
+/// Codes with which a managed engine refuses a command, or some statements of one, because it
+/// is busy, having applied none of them: the send loop waits as asked and sends them again.
+/// - 16500 `TooManyRequests` (`RequestRateTooLarge`): Azure Cosmos DB for MongoDB (RU), request
+///   units exhausted; the message carries `RetryAfterMs=N` and says no changes were made. Its
+///   bulk writes may apply some statements and refuse the rest with 16500 (Microsoft Learn,
+///   "Troubleshoot common errors in Azure Cosmos DB for MongoDB", "Prevent rate-limiting
+///   errors").
+pub(crate) const THROTTLE_CODES: &[i32] = &[16500];
+
+/// Codes after which a write may or may not have been applied: its writer decides from the
+/// next read, as after a lost reply (every natural-key write stamps its token).
+/// - 50 `ExceededTimeLimit`: Cosmos DB's server-side retry of a throttled request gave up after
+///   60 s; "retrying may result in a duplicate write" (same pages) — not with natural-key.
+pub(crate) const UNKNOWN_OUTCOME_CODES: &[i32] = &[50];
+
+/// The wait named in a throttling message: `RetryAfterMs=N` (Cosmos DB).
+pub(crate) fn retry_after_in(message: &str) -> Option<std::time::Duration> {
+    let (_, rest) = message.split_once("RetryAfterMs=")?;
+    let digits = rest.split(|c: char| !c.is_ascii_digit()).next()?;
+    digits.parse().ok().map(std::time::Duration::from_millis)
+}
 
 /// The server error code carried by a driver error, if any.
 pub(crate) fn server_code(e: &mongodb::error::Error) -> Option<i32> {
@@ -469,6 +532,42 @@ mod tests {
         );
         let e = mongodb::error::Error::custom("not a network problem");
         assert!(!classify(e).is_transient());
+    }
+
+    fn command_error(code: i32, message: &str) -> mongodb::error::Error {
+        let reply = bson::doc! { "ok": 0, "code": code, "codeName": "X", "errmsg": message };
+        let failure: mongodb::error::CommandError = bson::from_document(reply).unwrap();
+        ErrorKind::Command(failure).into()
+    }
+
+    /// Azure Cosmos DB for MongoDB (RU): 16500 when request units run out, with the wait in the
+    /// message; 50 when its server-side retries of a throttled request run out (Microsoft
+    /// Learn, "Troubleshoot common errors in Azure Cosmos DB for MongoDB" and "Prevent
+    /// rate-limiting errors"). Both are transient; the wait is read.
+    #[test]
+    fn cosmos_throttling_and_unknown_outcomes_are_transient() {
+        let msg = "Error=16500, RetryAfterMs=42, Details='Response status code does not indicate \
+                   success: TooManyRequests (429); Substatus: 3200'";
+        let throttled = classify(command_error(16500, msg));
+        assert!(throttled.is_transient(), "{throttled:?}");
+        assert_eq!(
+            throttled.retry_after(),
+            Some(std::time::Duration::from_millis(42))
+        );
+        let timed_out = classify(command_error(
+            50,
+            "Request timed out. Retries due to rate limiting: True.",
+        ));
+        assert!(timed_out.is_transient());
+        assert_eq!(timed_out.retry_after(), None);
+        assert!(THROTTLE_CODES.contains(&16500) && THROTTLE_CODES.contains(&50));
+        assert_eq!(
+            retry_after_in("RetryAfterMs=7"),
+            Some(std::time::Duration::from_millis(7))
+        );
+        assert_eq!(retry_after_in("RetryAfterMs=x"), None);
+        // A bad value is not transient.
+        assert!(!classify(command_error(2, "BadValue")).is_transient());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Manual retries for engines without retryable writes: safe here because every natural-key
 //! write converges (derived ids, guarded upserts, insert-once events).
 
+#[cfg(test)]
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -128,7 +129,7 @@ impl RetryPolicy {
     }
 
     /// Starts counting attempts of one call. The caller loops:
-    /// `match tries.timed(op()).await { Ok(v) => .., Err(e) => tries.failed(e).await? }` — a
+    /// `match timeout(tries.attempt_timeout(), op(&mut tries)).await { .. Err(e) => tries.failed(e).await? }` — a
     /// loop rather than a closure, so each attempt may borrow the caller's session mutably.
     pub(crate) fn begin(&self, operation: &'static str, collection: &str) -> Attempts {
         Attempts {
@@ -171,30 +172,41 @@ pub(crate) struct Attempts {
 
 impl Attempts {
     /// One attempt, abandoned as [`Error::Timeout`] after the policy's attempt timeout.
-    pub(crate) async fn timed<T>(
-        &self,
-        attempt: impl Future<Output = Result<T, Error>>,
-    ) -> Result<T, Error> {
-        let limit = self.policy.attempt_timeout;
-        match tokio::time::timeout(limit, attempt).await {
+    #[cfg(test)]
+    async fn timed<T>(&self, attempt: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
+        match tokio::time::timeout(self.policy.attempt_timeout, attempt).await {
             Ok(result) => result,
-            Err(_) => Err(Error::Timeout {
-                collection: self.collection.clone(),
-                operation: self.operation,
-                after: limit,
-            }),
+            Err(_) => Err(self.timed_out()),
         }
     }
 
-    /// After a failed attempt: `Ok(())` once the backoff has been slept and another attempt may
-    /// start; the error itself when it is permanent or the policy is exhausted. Each retry is
+    /// How long one attempt may take.
+    pub(crate) fn attempt_timeout(&self) -> Duration {
+        self.policy.attempt_timeout
+    }
+
+    /// The error of an attempt abandoned after [`attempt_timeout`](Attempts::attempt_timeout).
+    pub(crate) fn timed_out(&self) -> Error {
+        Error::Timeout {
+            collection: self.collection.clone(),
+            operation: self.operation,
+            after: self.policy.attempt_timeout,
+        }
+    }
+
+    /// After a failed attempt — or a throttled command inside one — `Ok(())` once the backoff
+    /// (at least the wait the engine named, [`Error::retry_after`]) has been slept and another
+    /// attempt may start; the error itself when it is permanent or the policy is exhausted. Each retry is
     /// logged (tracing, WARN) with the attempt and the error.
     pub(crate) async fn failed(&mut self, err: Error) -> Result<(), Error> {
         let p = &self.policy;
         if !err.is_transient() || self.attempt >= p.max_attempts {
             return Err(err);
         }
-        let delay = self.delays.next().unwrap_or(p.max_backoff);
+        let backoff = self.delays.next().unwrap_or(p.max_backoff);
+        // An engine that names its wait gets at least that, the backoff (jittered) on top so
+        // that writers throttled together do not come back together.
+        let delay = err.retry_after().map_or(backoff, |wait| wait + backoff);
         if self.start.elapsed() + delay >= p.deadline {
             return Err(err);
         }

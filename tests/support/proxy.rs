@@ -18,13 +18,21 @@
 //! commands arrive at the proxy, depends on the seed alone. Upstream→client reads whole replies
 //! and finds the decision of their request through `responseTo`. Reads, handshakes and
 //! monitoring are never faulted.
+//!
+//! An [`Engine`] mode imitates what managed engines document (docs/engines.md), drawn from the
+//! same PRNG per write command: Azure Cosmos DB's throttle (16500 with `RetryAfterMs`) of a
+//! whole command, never forwarded, or of some statements of a batch, which is forwarded with
+//! the others only and answered with per-statement 16500 errors for the rest; its unknown
+//! outcome (50 `ExceededTimeLimit`), answered after the command was applied; and an engine
+//! without `hello` (answered 59 `CommandNotFound`, `helloOk` removed from `isMaster` replies, so
+//! the driver keeps to the legacy handshake).
 
 use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 
-use natural_key::bson::RawDocument;
+use natural_key::bson::{self, doc, Bson, Document, RawDocument};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -100,6 +108,50 @@ impl Faults {
     }
 }
 
+/// Documented behaviour of managed engines, imitated on write commands (probabilities, each in
+/// `0.0..=1.0`, their sum at most 1; drawn once per write command not already faulted).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Engine {
+    /// Refuse the whole command with 16500 and `RetryAfterMs`: never forwarded ("no changes were
+    /// made").
+    pub throttle_command: f64,
+    /// Forward the command with only some of its statements (about half; at least one is
+    /// refused) and answer the others with per-statement 16500 write errors.
+    pub throttle_statements: f64,
+    /// Forward the command, let it apply, and answer 50 `ExceededTimeLimit` instead of its reply.
+    pub unknown_outcome: f64,
+    /// The `RetryAfterMs` a throttle names.
+    pub retry_after_ms: u64,
+    /// Answer `hello` with 59 `CommandNotFound` and take `helloOk` out of `isMaster` replies.
+    pub no_hello: bool,
+    /// After this many throttles and unknown outcomes, pass everything (0: no limit).
+    pub at_most: u64,
+}
+
+impl Engine {
+    pub fn none() -> Engine {
+        Engine::default()
+    }
+}
+
+/// What the engine mode does with one message, and then with its reply.
+#[derive(Clone, Debug, PartialEq)]
+enum Rewrite {
+    None,
+    /// Answered here; nothing forwarded.
+    Answered,
+    /// Forwarded with the statements at `kept` only; the reply gets 16500 write errors for
+    /// `refused` and its error indexes mapped back.
+    Statements {
+        kept: Vec<usize>,
+        refused: Vec<usize>,
+    },
+    /// The reply is replaced by 50.
+    UnknownOutcome,
+    /// `helloOk` is taken out of the reply.
+    NoHelloOk,
+}
+
 /// What the proxy did with one write command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Fault {
@@ -129,6 +181,16 @@ pub struct Stats {
     /// Commands forwarded to the server whose connection the server closed before replying
     /// (a crash mid-command), by name.
     pub unanswered: HashMap<String, u64>,
+    /// Engine mode: write commands refused whole with 16500.
+    pub throttled_commands: u64,
+    /// Engine mode: statements refused with 16500 in a command whose others were applied.
+    pub throttled_statements: u64,
+    /// Engine mode: commands applied and answered with 50.
+    pub unknown_outcomes: u64,
+    /// Engine mode: `hello` commands refused.
+    pub hellos_refused: u64,
+    /// Engine mode: write commands throttled (whole or in part) or answered with 50.
+    pub engine_actions: u64,
 }
 
 impl Stats {
@@ -149,6 +211,7 @@ impl Stats {
 struct Shared {
     upstream: SocketAddr,
     faults: Mutex<Faults>,
+    engine: Mutex<Engine>,
     /// splitmix64 state.
     rng: Mutex<u64>,
     stats: Mutex<Stats>,
@@ -201,6 +264,53 @@ impl Shared {
         fault
     }
 
+    /// The engine mode's decision for a request that no fault took.
+    fn engine_rewrite(&self, name: &str, msg: &[u8]) -> (Rewrite, Option<Vec<u8>>) {
+        let engine = *self.engine.lock().unwrap();
+        if engine.no_hello && name == "hello" {
+            self.bump(|s| s.hellos_refused += 1);
+            let reply = doc! { "ok": 0.0, "errmsg": "no such command: 'hello'", "code": 59, "codeName": "CommandNotFound" };
+            return (Rewrite::Answered, Some(reply_to(msg, &reply)));
+        }
+        if engine.no_hello && name.eq_ignore_ascii_case("ismaster") {
+            return (Rewrite::NoHelloOk, None);
+        }
+        let busy = engine.throttle_command + engine.throttle_statements + engine.unknown_outcome;
+        let spent =
+            engine.at_most > 0 && self.stats.lock().unwrap().engine_actions >= engine.at_most;
+        if !is_write(name) || busy == 0.0 || spent {
+            return (Rewrite::None, None);
+        }
+        let (u, pick) = {
+            let mut state = self.rng.lock().unwrap();
+            (unit(splitmix64(&mut state)), splitmix64(&mut state))
+        };
+        let throttle = throttle_reply(engine.retry_after_ms);
+        if u < busy {
+            self.bump(|s| s.engine_actions += 1);
+        }
+        if u < engine.throttle_command {
+            self.bump(|s| s.throttled_commands += 1);
+            return (Rewrite::Answered, Some(reply_to(msg, &throttle)));
+        }
+        if u < engine.throttle_command + engine.throttle_statements {
+            if let Some((kept, refused, forwarded)) = split_statements(msg, pick) {
+                self.bump(|s| s.throttled_statements += refused.len() as u64);
+                if kept.is_empty() {
+                    let reply = statements_refused(&refused, engine.retry_after_ms);
+                    return (Rewrite::Answered, Some(reply_to(msg, &reply)));
+                }
+                return (Rewrite::Statements { kept, refused }, Some(forwarded));
+            }
+            return (Rewrite::None, None);
+        }
+        if u < busy {
+            self.bump(|s| s.unknown_outcomes += 1);
+            return (Rewrite::UnknownOutcome, None);
+        }
+        (Rewrite::None, None)
+    }
+
     fn bump(&self, f: impl FnOnce(&mut Stats)) {
         f(&mut self.stats.lock().unwrap())
     }
@@ -237,6 +347,7 @@ impl Proxy {
         let shared = Arc::new(Shared {
             upstream,
             faults: Mutex::new(faults),
+            engine: Mutex::new(Engine::none()),
             rng: Mutex::new(seed),
             stats: Mutex::new(Stats::default()),
             stall: Default::default(),
@@ -319,6 +430,16 @@ impl Proxy {
 
     pub fn faults(&self) -> Faults {
         *self.shared.faults.lock().unwrap()
+    }
+
+    /// Imitates a managed engine from now on (see [`Engine`]).
+    pub fn set_engine(&self, engine: Engine) {
+        let sum = engine.throttle_command + engine.throttle_statements + engine.unknown_outcome;
+        assert!(
+            (0.0..=1.0 + 1e-9).contains(&sum),
+            "{engine:?}: not probabilities"
+        );
+        *self.shared.engine.lock().unwrap() = engine;
     }
 
     /// Write commands forwarded to the server and not answered yet.
@@ -419,7 +540,9 @@ enum End {
     Reset,
 }
 
-type Pending = Mutex<HashMap<i32, (String, Fault)>>;
+type Pending = Mutex<HashMap<i32, (String, Fault, Rewrite)>>;
+/// The client's side, written by both pumps (the engine mode answers some requests itself).
+type ClientWriter = tokio::sync::Mutex<OwnedWriteHalf>;
 
 async fn serve(client: TcpStream, shared: Arc<Shared>) {
     let Ok(upstream) = TcpStream::connect(shared.upstream).await else {
@@ -427,14 +550,21 @@ async fn serve(client: TcpStream, shared: Arc<Shared>) {
     };
     let _ = client.set_nodelay(true);
     let _ = upstream.set_nodelay(true);
-    let (mut client_r, mut client_w) = client.into_split();
+    let (mut client_r, client_w) = client.into_split();
+    let client_w: ClientWriter = tokio::sync::Mutex::new(client_w);
     let (mut up_r, mut up_w) = upstream.into_split();
     let pending: Pending = Mutex::new(HashMap::new());
     let (end, server_ended) = tokio::select! {
-        end = client_to_upstream(&mut client_r, &mut up_w, &pending, &shared) => (end, false),
-        end = upstream_to_client(&mut up_r, &mut client_w, &pending, &shared) => (end, true),
+        end = client_to_upstream(&mut client_r, &mut up_w, &client_w, &pending, &shared) => (end, false),
+        end = upstream_to_client(&mut up_r, &client_w, &pending, &shared) => (end, true),
     };
-    let left: Vec<(String, Fault)> = pending.lock().unwrap().drain().map(|(_, e)| e).collect();
+    let mut client_w = client_w.into_inner();
+    let left: Vec<(String, Fault)> = pending
+        .lock()
+        .unwrap()
+        .drain()
+        .map(|(_, (name, fault, _))| (name, fault))
+        .collect();
     for (name, _) in &left {
         if is_write(name) {
             shared
@@ -471,6 +601,7 @@ async fn serve(client: TcpStream, shared: Arc<Shared>) {
 async fn client_to_upstream(
     from: &mut OwnedReadHalf,
     to: &mut OwnedWriteHalf,
+    client: &ClientWriter,
     pending: &Pending,
     shared: &Shared,
 ) -> End {
@@ -499,6 +630,18 @@ async fn client_to_upstream(
             return End::Fault;
         }
         let fire_and_forget = header.op_code == OP_MSG && flags(&msg) & MORE_TO_COME != 0;
+        let (rewrite, bytes) = match fault {
+            Fault::None if !fire_and_forget => shared.engine_rewrite(&name, &msg),
+            _ => (Rewrite::None, None),
+        };
+        if rewrite == Rewrite::Answered {
+            let reply = bytes.expect("an answered request has its reply");
+            if client.lock().await.write_all(&reply).await.is_err() {
+                return End::Closed;
+            }
+            continue;
+        }
+        let msg = bytes.unwrap_or(msg);
         if !fire_and_forget {
             if is_write(&name) {
                 shared
@@ -508,7 +651,7 @@ async fn client_to_upstream(
             pending
                 .lock()
                 .unwrap()
-                .insert(header.request_id, (name, fault));
+                .insert(header.request_id, (name, fault, rewrite));
         }
         if to.write_all(&msg).await.is_err() {
             return End::Closed;
@@ -530,7 +673,7 @@ async fn client_to_upstream(
 
 async fn upstream_to_client(
     from: &mut OwnedReadHalf,
-    to: &mut OwnedWriteHalf,
+    to: &ClientWriter,
     pending: &Pending,
     shared: &Shared,
 ) -> End {
@@ -540,22 +683,25 @@ async fn upstream_to_client(
         };
         let header = Header::of(&msg);
         let more = header.op_code == OP_MSG && flags(&msg) & MORE_TO_COME != 0;
-        let fault = {
+        let (fault, rewrite) = {
             let mut pending = pending.lock().unwrap();
             // A streamed (exhaust) reply answers the previous reply, so it is not found: passed on.
             let entry = if more {
                 pending.get(&header.response_to).cloned()
             } else {
                 let e = pending.remove(&header.response_to);
-                if e.as_ref().is_some_and(|(name, _)| is_write(name)) {
+                if e.as_ref().is_some_and(|(name, _, _)| is_write(name)) {
                     shared
                         .in_flight
                         .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                 }
                 e
             };
-            entry.map_or(Fault::None, |(_, fault)| fault)
+            entry.map_or((Fault::None, Rewrite::None), |(_, fault, rewrite)| {
+                (fault, rewrite)
+            })
         };
+        let msg = rewrite_reply(msg, &rewrite, shared);
         match fault {
             Fault::DropReplyAfterApply => {
                 shared.bump(|s| s.replies_dropped += 1);
@@ -563,6 +709,7 @@ async fn upstream_to_client(
             }
             Fault::ResetMidReply => {
                 shared.bump(|s| s.resets += 1);
+                let mut to = to.lock().await;
                 let _ = to.write_all(&msg[..msg.len() / 2]).await;
                 let _ = to.flush().await;
                 // Let the partial reply reach the client before the reset.
@@ -570,7 +717,7 @@ async fn upstream_to_client(
                 return End::Reset;
             }
             Fault::None | Fault::DropRequest => {
-                if to.write_all(&msg).await.is_err() {
+                if to.lock().await.write_all(&msg).await.is_err() {
                     return End::Closed;
                 }
             }
@@ -686,4 +833,179 @@ fn first_key(doc: &RawDocument) -> Option<String> {
         }
     }
     Some(key.to_string())
+}
+
+/// Cosmos DB's throttle: "no changes were made", with the wait.
+fn throttle_reply(retry_after_ms: u64) -> Document {
+    doc! {
+        "ok": 0.0,
+        "errmsg": format!(
+            "Error=16500, RetryAfterMs={retry_after_ms}, Details='Response status code does not \
+             indicate success: TooManyRequests (429); Substatus: 3200; Request rate is large. \
+             More Request Units may be needed, so no changes were made. Please retry this \
+             request later.'"
+        ),
+        "code": 16500,
+        "codeName": "TooManyRequests",
+    }
+}
+
+fn statement_throttled(index: usize, retry_after_ms: u64) -> Document {
+    doc! {
+        "index": index as i32,
+        "code": 16500,
+        "errmsg": format!("Error=16500, RetryAfterMs={retry_after_ms}, Details='Request rate is large'"),
+    }
+}
+
+/// A reply in which every one of `refused` was throttled and nothing applied.
+fn statements_refused(refused: &[usize], retry_after_ms: u64) -> Document {
+    let errors: Vec<Bson> = refused
+        .iter()
+        .map(|&i| Bson::Document(statement_throttled(i, retry_after_ms)))
+        .collect();
+    doc! { "ok": 1.0, "n": 0, "writeErrors": errors }
+}
+
+/// The array of statements a write command carries in its body.
+fn statements_field(name: &str) -> Option<&'static str> {
+    match name {
+        "insert" => Some("documents"),
+        "update" => Some("updates"),
+        "delete" => Some("deletes"),
+        _ => None,
+    }
+}
+
+/// The body of a plain OP_MSG (one kind-0 section, no checksum, no more-to-come), as a document.
+fn plain_body(msg: &[u8]) -> Option<Document> {
+    if i32_get(msg, 12)? != OP_MSG || flags(msg) != 0 {
+        return None;
+    }
+    let body = op_msg_body(msg)?;
+    if 21 + body.as_bytes().len() != msg.len() {
+        return None; // other sections: left alone
+    }
+    Document::try_from(body).ok()
+}
+
+/// An OP_MSG with `body`, under `msg`'s header ids (or answering `answers`).
+fn op_msg(request_id: i32, response_to: i32, body: &Document) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    body.to_writer(&mut bytes).expect("a document serializes");
+    let len = 16 + 4 + 1 + bytes.len();
+    let mut out = Vec::with_capacity(len);
+    out.extend_from_slice(&(len as i32).to_le_bytes());
+    out.extend_from_slice(&request_id.to_le_bytes());
+    out.extend_from_slice(&response_to.to_le_bytes());
+    out.extend_from_slice(&OP_MSG.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.push(0);
+    out.extend_from_slice(&bytes);
+    out
+}
+
+/// A reply to request `msg`, answered by the proxy.
+fn reply_to(msg: &[u8], body: &Document) -> Vec<u8> {
+    op_msg(
+        i32::MAX - Header::of(msg).request_id.rem_euclid(1 << 20),
+        Header::of(msg).request_id,
+        body,
+    )
+}
+
+/// A write command cut to some of its statements: (kept, refused, the forwarded message).
+/// About half are refused, at least one; `None` when the message is not a plain write command.
+fn split_statements(msg: &[u8], mut bits: u64) -> Option<(Vec<usize>, Vec<usize>, Vec<u8>)> {
+    let mut body = plain_body(msg)?;
+    let field = statements_field(body.keys().next()?)?;
+    let statements = body.get_array(field).ok()?.clone();
+    let (mut kept, mut refused) = (Vec::new(), Vec::new());
+    let mut keep = Vec::new();
+    for (i, statement) in statements.into_iter().enumerate() {
+        if bits & 1 == 1 {
+            kept.push(i);
+            keep.push(statement);
+        } else {
+            refused.push(i);
+        }
+        bits = bits.rotate_right(1);
+    }
+    if refused.is_empty() {
+        let last = kept.pop()?;
+        keep.pop();
+        refused.push(last);
+    }
+    body.insert(field, keep);
+    let header = Header::of(msg);
+    Some((
+        kept,
+        refused,
+        op_msg(header.request_id, header.response_to, &body),
+    ))
+}
+
+/// The reply as the engine mode answers it.
+fn rewrite_reply(msg: Vec<u8>, rewrite: &Rewrite, shared: &Shared) -> Vec<u8> {
+    let header = Header::of(&msg);
+    let retry_after_ms = shared.engine.lock().unwrap().retry_after_ms;
+    match rewrite {
+        Rewrite::None | Rewrite::Answered => msg,
+        Rewrite::UnknownOutcome => {
+            let body = doc! {
+                "ok": 0.0,
+                "errmsg": "Request timed out. Retries due to rate limiting: True.",
+                "code": 50,
+                "codeName": "ExceededTimeLimit",
+            };
+            op_msg(header.request_id, header.response_to, &body)
+        }
+        Rewrite::Statements { kept, refused } => {
+            let Some(mut body) = plain_body(&msg) else {
+                return msg;
+            };
+            let mut errors: Vec<Document> = body
+                .get_array("writeErrors")
+                .map(|a| a.iter().filter_map(|e| e.as_document().cloned()).collect())
+                .unwrap_or_default();
+            for e in &mut errors {
+                let at = e.get_i32("index").unwrap_or(0) as usize;
+                e.insert("index", kept.get(at).copied().unwrap_or(at) as i32);
+            }
+            errors.extend(
+                refused
+                    .iter()
+                    .map(|&i| statement_throttled(i, retry_after_ms)),
+            );
+            errors.sort_by_key(|e| e.get_i32("index").unwrap_or(0));
+            body.insert("writeErrors", errors);
+            op_msg(header.request_id, header.response_to, &body)
+        }
+        Rewrite::NoHelloOk => without_hello_ok(msg),
+    }
+}
+
+/// An `isMaster` reply without `helloOk` (OP_MSG, or the legacy OP_REPLY).
+fn without_hello_ok(msg: Vec<u8>) -> Vec<u8> {
+    let header = Header::of(&msg);
+    if let Some(mut body) = plain_body(&msg) {
+        body.remove("helloOk");
+        return op_msg(header.request_id, header.response_to, &body);
+    }
+    // OP_REPLY: flags i32, cursorId i64, startingFrom i32, numberReturned i32, documents.
+    const DOCS: usize = 36;
+    if header.op_code != OP_REPLY || msg.len() <= DOCS {
+        return msg;
+    }
+    let Ok(mut doc) = bson::Document::from_reader(&msg[DOCS..]) else {
+        return msg;
+    };
+    doc.remove("helloOk");
+    let mut bytes = Vec::new();
+    doc.to_writer(&mut bytes).expect("a document serializes");
+    let mut out = msg[..DOCS].to_vec();
+    out.extend_from_slice(&bytes);
+    let len = out.len() as i32;
+    out[..4].copy_from_slice(&len.to_le_bytes());
+    out
 }

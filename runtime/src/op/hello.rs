@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::{encode, parse, primary};
 use crate::deployment::{Deployment, Engine, Limits};
-use crate::error::{classify, Error};
+use crate::error::{classify, server_code, Error};
 
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct Hello {
@@ -34,8 +34,20 @@ async fn run(db: &Database, name: &str) -> Result<bson::Document, mongodb::error
         .await
 }
 
+/// An engine's answer to a command it does not know.
+const COMMAND_NOT_FOUND: i32 = 59;
+
+/// `hello`, or on an engine that predates it the legacy `isMaster` (MongoDB before 4.4.2 /
+/// 4.2.10, and compatible engines that never added `hello`): both answer the fields natural-key
+/// reads. Drivers themselves send `hello` only to a server whose `isMaster` said `helloOk`.
 pub(crate) async fn hello(db: &Database) -> Result<Hello, mongodb::error::Error> {
-    parse(run(db, "hello").await?, "hello")
+    match run(db, "hello").await {
+        Ok(reply) => parse(reply, "hello"),
+        Err(e) if server_code(&e) == Some(COMMAND_NOT_FOUND) => {
+            parse(run(db, "isMaster").await?, "isMaster")
+        }
+        Err(e) => Err(e),
+    }
 }
 
 pub(crate) async fn build_info(db: &Database) -> Result<BuildInfo, mongodb::error::Error> {

@@ -11,7 +11,7 @@ use ulid::Ulid;
 
 use super::{parse, Session, Target};
 use crate::deployment::Limits;
-use crate::error::{classify, server_code, Error};
+use crate::error::{classify, server_code, Error, THROTTLE_CODES, UNKNOWN_OUTCOME_CODES};
 use crate::names::{OUR_FIELDS, OUR_INDEXES};
 use crate::raw::{Embedded, ToEmbedded, Value};
 
@@ -59,6 +59,12 @@ pub(crate) enum Refusal {
     /// A duplicate the engine did not attribute to an index (FerretDB 1.x names none): taken
     /// as ours until a read shows that nothing of ours was in the way (see `upsert`).
     Unnamed { message: String },
+    /// The engine is busy and did not apply the statement (`error::THROTTLE_CODES`): the send
+    /// loop sends it again after the wait.
+    Throttled { code: i32, message: String },
+    /// The engine cannot tell whether it applied the statement
+    /// (`error::UNKNOWN_OUTCOME_CODES`): the next read decides, as after a lost reply.
+    Unknown { code: i32, message: String },
     /// Anything else the server refused (a value the engine cannot store, validation, ...).
     Other { code: i32, message: String },
 }
@@ -85,12 +91,17 @@ impl Refusal {
     /// again).
     pub(crate) fn permanent(&self, target: &Target, id: Ulid) -> Option<Error> {
         match self {
-            Refusal::Ours | Refusal::Unnamed { .. } => None,
+            Refusal::Ours | Refusal::Unnamed { .. } | Refusal::Unknown { .. } => None,
             Refusal::UserIndex { index, key } => Some(Error::UniqueIndexViolation {
                 collection: target.namespace.clone(),
                 id,
                 index: index.clone(),
                 key: key.clone(),
+            }),
+            Refusal::Throttled { code, message } => Some(Error::Throttled {
+                collection: target.namespace.clone(),
+                code: *code,
+                message: message.clone(),
             }),
             Refusal::Other { code, message } => Some(Error::WriteFailed {
                 collection: target.namespace.clone(),
@@ -132,6 +143,18 @@ pub(crate) fn refusal(
     key_pattern: Option<&Document>,
     key_value: Option<&Document>,
 ) -> Refusal {
+    if THROTTLE_CODES.contains(&code) {
+        return Refusal::Throttled {
+            code,
+            message: message.to_string(),
+        };
+    }
+    if UNKNOWN_OUTCOME_CODES.contains(&code) {
+        return Refusal::Unknown {
+            code,
+            message: message.to_string(),
+        };
+    }
     if code != DUPLICATE_KEY_CODE {
         return Refusal::Other {
             code,

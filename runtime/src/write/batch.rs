@@ -10,7 +10,7 @@ use futures_util::{Stream, StreamExt};
 use crate::error::Error;
 use crate::metrics;
 use crate::outcome::{BatchError, BatchReport, Counted};
-use crate::retry::RetryPolicy;
+use crate::retry::{Attempts, RetryPolicy};
 use crate::stored::{Prepared, PreparedEvent};
 
 /// Default number of documents per batch. Large, because every batch costs a read and on
@@ -84,12 +84,13 @@ pub(crate) type Outcomes<O> = Vec<Result<O, Error>>;
 pub(crate) trait Writer<D>: Send {
     type Prepared: Unit + Send + Sync;
     type Outcome: Counted + Send;
-    /// `first_attempt` is false when the policy retries the batch: the lost attempt may have
-    /// been applied.
+    /// `tries` are the call's attempts under its retry policy: from the second on
+    /// ([`Attempts::is_retry`]) the lost attempt may have been applied; a throttled command
+    /// waits in them ([`Attempts::failed`]) before it is sent again.
     fn write<'s>(
         &'s mut self,
         batch: &'s [Item<Self::Prepared, D>],
-        first_attempt: bool,
+        tries: &'s mut Attempts,
     ) -> impl Future<Output = Result<Outcomes<Self::Outcome>, Error>> + Send + 's;
 }
 
@@ -103,8 +104,12 @@ pub(crate) async fn attempt<D, W: Writer<D>>(
 ) -> Result<Outcomes<W::Outcome>, Error> {
     let mut tries = retry.begin(operation, collection);
     loop {
-        let first = !tries.is_retry();
-        match tries.timed(writer.write(batch, first)).await {
+        let limit = tries.attempt_timeout();
+        let result = match tokio::time::timeout(limit, writer.write(batch, &mut tries)).await {
+            Ok(result) => result,
+            Err(_) => Err(tries.timed_out()),
+        };
+        match result {
             Ok(results) => return Ok(results),
             Err(e) => tries.failed(e).await?,
         }

@@ -15,6 +15,7 @@ use crate::error::{classify, Error};
 use crate::names::IDEMPOTENCY_FIELD;
 use crate::op::{self, Command, Refusal, Session, StoredEvent, Target};
 use crate::outcome::InsertOutcome;
+use crate::retry::Attempts;
 use crate::stored::PreparedEvent;
 
 /// The batch runner's writer for events, in the call's session.
@@ -30,10 +31,10 @@ impl<D: Send + Sync> Writer<D> for EventWriter<'_> {
     async fn write(
         &mut self,
         batch: &[Item<PreparedEvent, D>],
-        _first_attempt: bool,
+        tries: &mut Attempts,
     ) -> Result<Outcomes<InsertOutcome>, Error> {
         let events: Vec<&PreparedEvent> = batch.iter().map(|i| &i.prepared).collect();
-        insert_batch(self.target, &events, self.session.as_deref_mut()).await
+        insert_batch(self.target, &events, tries, self.session.as_deref_mut()).await
     }
 }
 
@@ -41,6 +42,7 @@ impl<D: Send + Sync> Writer<D> for EventWriter<'_> {
 async fn insert_batch(
     target: &Target,
     events: &[&PreparedEvent],
+    tries: &mut Attempts,
     mut session: Session<'_>,
 ) -> Result<Outcomes<InsertOutcome>, Error> {
     let mut results: Vec<Option<Result<InsertOutcome, Error>>> =
@@ -51,7 +53,8 @@ async fn insert_batch(
             break;
         }
         let session_now = session.as_deref_mut();
-        let duplicates = send_events(target, events, &pending, &mut results, session_now).await?;
+        let duplicates =
+            send_events(target, events, &pending, &mut results, tries, session_now).await?;
         if duplicates.is_empty() {
             break;
         }
@@ -97,45 +100,48 @@ async fn send_events(
     events: &[&PreparedEvent],
     pending: &[usize],
     results: &mut [Option<Result<InsertOutcome, Error>>],
+    tries: &mut Attempts,
     session: Session<'_>,
 ) -> Result<Vec<(usize, Option<String>)>, Error> {
     let mut duplicates = Vec::new();
     let bodies: Vec<_> = pending.iter().map(|&k| &events[k].body).collect();
     let id = |i: usize| events[pending[i]].id;
+    let settle = |carried: &[usize], verdict| {
+        let sent = carried.iter().map(|&i| pending[i]);
+        match verdict {
+            // Refused without saying which, or where, or maybe applied: the read decides each.
+            Verdict::Refused(_) | Verdict::Unplaced(_) | Verdict::Unknown => {
+                duplicates.extend(sent.map(|k| (k, None)))
+            }
+            Verdict::Replied { refusals, .. } => {
+                for (k, refusal) in sent.zip(refusals) {
+                    let Some(refusal) = refusal else {
+                        results[k] = Some(Ok(InsertOutcome::Inserted(events[k].id)));
+                        continue;
+                    };
+                    match refusal.permanent(target, events[k].id) {
+                        Some(e) => results[k] = Some(Err(e)),
+                        None => {
+                            let unnamed = match refusal {
+                                Refusal::Unnamed { message } => Some(message),
+                                _ => None,
+                            };
+                            duplicates.push((k, unnamed));
+                        }
+                    }
+                }
+            }
+        }
+    };
     send(
         target,
         Command::Insert,
         &bodies,
         false,
         id,
+        tries,
         session,
-        |range, verdict| {
-            let sent = &pending[range];
-            match verdict {
-                // Refused without saying which, or where: the read decides each.
-                Verdict::Refused(_) | Verdict::Unplaced(_) => {
-                    duplicates.extend(sent.iter().map(|&k| (k, None)))
-                }
-                Verdict::Replied { refusals, .. } => {
-                    for (&k, refusal) in sent.iter().zip(refusals) {
-                        let Some(refusal) = refusal else {
-                            results[k] = Some(Ok(InsertOutcome::Inserted(events[k].id)));
-                            continue;
-                        };
-                        match refusal.permanent(target, events[k].id) {
-                            Some(e) => results[k] = Some(Err(e)),
-                            None => {
-                                let unnamed = match refusal {
-                                    Refusal::Unnamed { message } => Some(message),
-                                    _ => None,
-                                };
-                                duplicates.push((k, unnamed));
-                            }
-                        }
-                    }
-                }
-            }
-        },
+        settle,
     )
     .await?;
     Ok(duplicates)

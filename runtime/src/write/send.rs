@@ -2,15 +2,21 @@
 //! command sent, a whole-command refusal mapped, the write concern checked, and the reply's
 //! errors placed on their statements. Upserts, event inserts and the maintenance writes all
 //! send through here; what a verdict means for their documents is theirs to decide.
-
-use std::ops::Range;
+//!
+//! Throttling lands here too, once. A command the engine refuses whole because it is busy
+//! (`error::THROTTLE_CODES`: Cosmos DB's 16500), and the statements of a command that it refused
+//! so while applying the others, are sent again — only those — after the wait the engine
+//! names, within the call's retry policy; the writers never
+//! see them (a throttled statement was not applied). A command whose outcome the engine cannot
+//! tell is not sent again here: its writer decides from the next read, as after a lost reply.
 
 use ulid::Ulid;
 
-use crate::error::Error;
+use crate::error::{server_code, Error, THROTTLE_CODES, UNKNOWN_OUTCOME_CODES};
 use crate::op::write::{command_refusal, WriteReply};
 use crate::op::{self, Command, Refusal, Session, Target};
 use crate::raw::ToEmbedded;
+use crate::retry::Attempts;
 
 /// What one command's reply says of its statements.
 #[derive(Debug)]
@@ -26,20 +32,26 @@ pub(crate) enum Verdict {
     },
     /// The reply's errors name statements the command did not hold: none can be placed.
     Unplaced(Vec<Refusal>),
+    /// The engine cannot tell whether it applied the command (`error::UNKNOWN_OUTCOME_CODES`):
+    /// any of its statements may have been.
+    Unknown,
 }
 
 /// Sends `items` as `kind` commands (one item each when `one_by_one`), calling `settle` with
-/// each command's range of `items` and its verdict. `id(k)` names item `k` in a write concern
-/// error. `Err` for a failure of the whole call (network, an unacknowledged write concern, a
-/// command error other than a refusal): what was settled before it stays settled.
+/// the indexes of `items` each command carried (ascending) and its verdict; throttled items
+/// are sent again, and settled once. `id(k)` names item `k` in an error. `Err` for a failure
+/// of the whole call (network, an unacknowledged write concern, a command error other than a
+/// refusal, throttling beyond the retry policy): what was settled before it stays settled.
+#[allow(clippy::too_many_arguments)] // the call's parts, each used once: no struct would read better
 pub(crate) async fn send<D: ToEmbedded>(
     target: &Target,
     kind: Command,
     items: &[D],
     one_by_one: bool,
     id: impl Fn(usize) -> Ulid,
+    tries: &mut Attempts,
     mut session: Session<'_>,
-    mut settle: impl FnMut(Range<usize>, Verdict),
+    mut settle: impl FnMut(&[usize], Verdict),
 ) -> Result<(), Error> {
     let limits = target.deployment.limits();
     let max = if one_by_one {
@@ -47,19 +59,86 @@ pub(crate) async fn send<D: ToEmbedded>(
     } else {
         kind.max_items(limits)
     };
-    let sizes = items.iter().map(|d| d.embedded().len());
-    for range in op::chunks(sizes, limits.max_command_bytes, max) {
-        let part = &items[range.clone()];
-        let verdict = match op::write::run(target, kind, part, session.as_deref_mut()).await {
-            Ok(reply) => {
-                reply.write_concern(target, id(range.start))?;
-                place(reply, part.len())
+    let mut queue: Vec<usize> = (0..items.len()).collect();
+    while !queue.is_empty() {
+        let mut again = Vec::new();
+        let mut throttle = None;
+        let sizes = queue.iter().map(|&k| items[k].embedded().len());
+        for range in op::chunks(sizes, limits.max_command_bytes, max) {
+            let carried = &queue[range];
+            let part: Vec<&D> = carried.iter().map(|&k| &items[k]).collect();
+            let reply = op::write::run(target, kind, &part, session.as_deref_mut()).await;
+            let verdict = match reply {
+                Ok(reply) => {
+                    reply.write_concern(target, id(carried[0]))?;
+                    place(reply, part.len())
+                }
+                Err(e) => match server_code(&e) {
+                    Some(code) if THROTTLE_CODES.contains(&code) => {
+                        throttle = Some(throttled(target, code, e.to_string()));
+                        again.extend_from_slice(carried);
+                        continue;
+                    }
+                    Some(code) if UNKNOWN_OUTCOME_CODES.contains(&code) => Verdict::Unknown,
+                    _ => Verdict::Refused(command_refusal(e)?),
+                },
+            };
+            let (rest, verdict) =
+                take_throttled(carried, verdict, &mut again, &mut throttle, target);
+            if !rest.is_empty() {
+                settle(&rest, verdict);
             }
-            Err(e) => Verdict::Refused(command_refusal(e)?),
-        };
-        settle(range, verdict);
+        }
+        if let Some(error) = throttle {
+            tries.failed(error).await?;
+        }
+        queue = again;
     }
     Ok(())
+}
+
+fn throttled(target: &Target, code: i32, message: String) -> Error {
+    Error::Throttled {
+        collection: target.namespace.clone(),
+        code,
+        message,
+    }
+}
+
+/// The verdict without its throttled statements, which go into `again`; `throttle` keeps the
+/// last of their errors (the wait to honour).
+fn take_throttled(
+    carried: &[usize],
+    verdict: Verdict,
+    again: &mut Vec<usize>,
+    throttle: &mut Option<Error>,
+    target: &Target,
+) -> (Vec<usize>, Verdict) {
+    let Verdict::Replied { refusals, n } = verdict else {
+        return (carried.to_vec(), verdict);
+    };
+    if !refusals
+        .iter()
+        .flatten()
+        .any(|r| matches!(r, Refusal::Throttled { .. }))
+    {
+        return (carried.to_vec(), Verdict::Replied { refusals, n });
+    }
+    let mut rest = Vec::with_capacity(carried.len());
+    let mut kept = Vec::with_capacity(carried.len());
+    for (&k, refusal) in carried.iter().zip(refusals) {
+        match refusal {
+            Some(Refusal::Throttled { code, message }) => {
+                *throttle = Some(throttled(target, code, message));
+                again.push(k);
+            }
+            other => {
+                rest.push(k);
+                kept.push(other);
+            }
+        }
+    }
+    (rest, Verdict::Replied { refusals: kept, n })
 }
 
 /// The reply's errors on their statements. A command of one statement owns every error.

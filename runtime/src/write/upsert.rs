@@ -36,6 +36,7 @@ use crate::names::{HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
 use crate::op::{self, Command, Refusal, Session, StoredIdentity, Target};
 use crate::outcome::UpsertOutcome;
 use crate::raw::{self, Embedded, ToEmbedded, Value};
+use crate::retry::Attempts;
 use crate::stored::{name_problem, Prepared};
 use crate::traits::NaturalKey;
 
@@ -111,8 +112,9 @@ where
     async fn write(
         &mut self,
         batch: &[Item<Prepared, D>],
-        first_attempt: bool,
+        tries: &mut Attempts,
     ) -> Result<Outcomes<UpsertOutcome>, Error> {
+        let first_attempt = !tries.is_retry();
         let describe = |i: usize| batch[i].doc.borrow().key_description();
         let call = UpsertCall {
             target: self.target,
@@ -135,7 +137,7 @@ where
             slot => slot.insert(Ledger::new(items.len())),
         };
         let session = self.session.as_deref_mut();
-        let results = upsert_batch(&call, &items, insert_first, ledger, session).await?;
+        let results = upsert_batch(&call, &items, insert_first, ledger, tries, session).await?;
         self.all_new = Some(
             results
                 .iter()
@@ -236,6 +238,7 @@ pub(crate) async fn upsert_batch(
     items: &[&Prepared],
     insert_first: bool,
     ledger: &mut Ledger,
+    tries: &mut Attempts,
     mut session: Session<'_>,
 ) -> Result<Outcomes<UpsertOutcome>, Error> {
     debug_assert_eq!(ledger.sent.len(), items.len());
@@ -254,22 +257,10 @@ pub(crate) async fn upsert_batch(
         };
         let (inserts, updates) = plan(call, &mut state, &stored, token)?;
         state.pending.clear();
-        send_inserts(
-            call.target,
-            &mut state,
-            inserts,
-            token,
-            session.as_deref_mut(),
-        )
-        .await?;
-        send_updates(
-            call.target,
-            &mut state,
-            updates,
-            token,
-            session.as_deref_mut(),
-        )
-        .await?;
+        let now = session.as_deref_mut();
+        send_inserts(call.target, &mut state, inserts, token, tries, now).await?;
+        let now = session.as_deref_mut();
+        send_updates(call.target, &mut state, updates, token, tries, now).await?;
     }
     Ok(or_contention(state.results, call.target, |i| items[i].id))
 }
@@ -528,7 +519,11 @@ impl<'p, 'm> BatchState<'p, 'm> {
     }
 
     /// Items of a command whose outcome the reply did not settle: the next round decides.
-    fn uncertain<D>(&mut self, sent: &[Outgoing<D>], what: &Sent) {
+    fn uncertain<'o, D: 'o>(
+        &mut self,
+        sent: impl IntoIterator<Item = &'o Outgoing<D>>,
+        what: &Sent,
+    ) {
         for s in sent {
             self.sent[s.item] = Some(what.clone());
             self.pending.push(s.item);
@@ -541,40 +536,43 @@ async fn send_inserts(
     state: &mut BatchState<'_, '_>,
     inserts: Vec<Outgoing<InsertDoc<'_>>>,
     token: &str,
+    tries: &mut Attempts,
     session: Session<'_>,
 ) -> Result<(), Error> {
     let one_by_one = state.one_by_one;
     let id = |k: usize| inserts[k].id;
-    send(
-        target,
-        Command::Insert,
-        &inserts,
-        one_by_one,
-        id,
-        session,
-        |range, verdict| {
-            let sent = &inserts[range];
-            match verdict {
-                Verdict::Refused(refusal) => match sent {
-                    [one] => state.refused(target, one.item, refusal, Sent::Refused),
-                    _ => {
-                        state.one_by_one |= refusal != Refusal::Ours;
-                        // Documents before the refused one may be stored.
-                        state.uncertain(sent, &uncertain(token, true));
-                    }
-                },
-                // Refusals that cannot be placed: the next read decides every document.
-                Verdict::Unplaced(_) => state.uncertain(sent, &uncertain(token, true)),
-                Verdict::Replied { refusals, .. } => {
-                    for (s, refusal) in sent.iter().zip(refusals) {
-                        match refusal {
-                            None => state.results[s.item] = Some(Ok(UpsertOutcome::Inserted(s.id))),
-                            Some(refusal) => state.refused(target, s.item, refusal, Sent::Refused),
+    let settle = |carried: &[usize], verdict| {
+        let sent: Vec<&Outgoing<InsertDoc<'_>>> = carried.iter().map(|&k| &inserts[k]).collect();
+        match verdict {
+            Verdict::Refused(refusal) => match sent[..] {
+                [one] => state.refused(target, one.item, refusal, Sent::Refused),
+                _ => {
+                    state.one_by_one |= refusal != Refusal::Ours;
+                    // Documents before the refused one may be stored.
+                    state.uncertain(sent, &uncertain(token, true));
+                }
+            },
+            // Refusals that cannot be placed, or an outcome the engine cannot tell: the next
+            // read decides every document.
+            Verdict::Unplaced(_) | Verdict::Unknown => {
+                state.uncertain(sent, &uncertain(token, true))
+            }
+            Verdict::Replied { refusals, .. } => {
+                for (s, refusal) in sent.into_iter().zip(refusals) {
+                    match refusal {
+                        None => state.results[s.item] = Some(Ok(UpsertOutcome::Inserted(s.id))),
+                        Some(Refusal::Unknown { .. }) => {
+                            state.uncertain([s], &uncertain(token, true))
                         }
+                        Some(refusal) => state.refused(target, s.item, refusal, Sent::Refused),
                     }
                 }
             }
-        },
+        }
+    };
+    let kind = Command::Insert;
+    send(
+        target, kind, &inserts, one_by_one, id, tries, session, settle,
     )
     .await
 }
@@ -584,66 +582,75 @@ async fn send_updates(
     state: &mut BatchState<'_, '_>,
     updates: Vec<Outgoing<RawDocumentBuf>>,
     token: &str,
+    tries: &mut Attempts,
     session: Session<'_>,
 ) -> Result<(), Error> {
     let unsettled = uncertain(token, false);
     let one_by_one = state.one_by_one;
     let id = |k: usize| updates[k].id;
+    let settle = |carried: &[usize], verdict| {
+        let sent: Vec<&Outgoing<RawDocumentBuf>> = carried.iter().map(|&k| &updates[k]).collect();
+        settle_updates(target, state, &sent, verdict, &unsettled)
+    };
+    let kind = Command::Update;
     send(
-        target,
-        Command::Update,
-        &updates,
-        one_by_one,
-        id,
-        session,
-        |range, verdict| {
-            let sent = &updates[range];
-            match verdict {
-                // Stopped without saying where: every statement is uncertain until the next read
-                // shows whose token is stored.
-                Verdict::Refused(refusal) => match sent {
-                    [one] => state.refused(target, one.item, refusal, unsettled.clone()),
-                    _ => {
-                        state.one_by_one |= refusal != Refusal::Ours;
-                        state.uncertain(sent, &unsettled);
-                    }
-                },
-                Verdict::Replied { refusals, n } if refusals.iter().all(Option::is_none) => {
-                    if usize::try_from(n).ok() == Some(sent.len()) {
-                        for s in sent {
-                            state.results[s.item] = Some(Ok(UpsertOutcome::Updated(s.id)));
-                        }
-                        return;
-                    }
-                    // A statement matched nothing (its stored hash changed since the read, or the
-                    // document is gone); `n` is the command's total, so which one is the next
-                    // read's to tell: ours that applied carry our token.
-                    for s in sent {
-                        if let Some(Unnamed::InsertRefused(m)) = state.unnamed[s.item].take() {
-                            state.unnamed[s.item] = Some(Unnamed::AdoptionMissed(m));
-                        }
-                    }
-                    state.uncertain(sent, &unsettled)
-                }
-                Verdict::Replied { mut refusals, .. } if sent.len() == 1 => {
-                    let refusal = refusals.pop().flatten().expect("a refusal, checked above");
-                    state.refused(target, sent[0].item, refusal, unsettled.clone())
-                }
-                // Which statements applied is not reliably reported (FerretDB 1.x stops at the
-                // first failure and reports it at index 0): the next read decides, and a refusal
-                // other than ours is pinned down one statement at a time.
-                Verdict::Replied { refusals, .. } => {
-                    state.one_by_one |= refusals.iter().flatten().any(|r| *r != Refusal::Ours);
-                    state.uncertain(sent, &unsettled);
-                }
-                Verdict::Unplaced(refusals) => {
-                    state.one_by_one |= refusals.iter().any(|r| *r != Refusal::Ours);
-                    state.uncertain(sent, &unsettled);
-                }
-            }
-        },
+        target, kind, &updates, one_by_one, id, tries, session, settle,
     )
     .await
+}
+
+/// What an `update` command's verdict settles of its statements.
+fn settle_updates(
+    target: &Target,
+    state: &mut BatchState<'_, '_>,
+    sent: &[&Outgoing<RawDocumentBuf>],
+    verdict: Verdict,
+    unsettled: &Sent,
+) {
+    match verdict {
+        Verdict::Unknown => state.uncertain(sent.iter().copied(), unsettled),
+        // Stopped without saying where: every statement is uncertain until the next read
+        // shows whose token is stored.
+        Verdict::Refused(refusal) => match sent {
+            [one] => state.refused(target, one.item, refusal, unsettled.clone()),
+            _ => {
+                state.one_by_one |= refusal != Refusal::Ours;
+                state.uncertain(sent.iter().copied(), unsettled);
+            }
+        },
+        Verdict::Replied { refusals, n } if refusals.iter().all(Option::is_none) => {
+            if usize::try_from(n).ok() == Some(sent.len()) {
+                for s in sent {
+                    state.results[s.item] = Some(Ok(UpsertOutcome::Updated(s.id)));
+                }
+                return;
+            }
+            // A statement matched nothing (its stored hash changed since the read, or the
+            // document is gone); `n` is the command's total, so which one is the next read's
+            // to tell: ours that applied carry our token.
+            for s in sent {
+                if let Some(Unnamed::InsertRefused(m)) = state.unnamed[s.item].take() {
+                    state.unnamed[s.item] = Some(Unnamed::AdoptionMissed(m));
+                }
+            }
+            state.uncertain(sent.iter().copied(), unsettled)
+        }
+        Verdict::Replied { mut refusals, .. } if sent.len() == 1 => {
+            let refusal = refusals.pop().flatten().expect("a refusal, checked above");
+            state.refused(target, sent[0].item, refusal, unsettled.clone())
+        }
+        // Which statements applied is not reliably reported (FerretDB 1.x stops at the first
+        // failure and reports it at index 0): the next read decides, and a refusal other than
+        // ours is pinned down one statement at a time.
+        Verdict::Replied { refusals, .. } => {
+            state.one_by_one |= refusals.iter().flatten().any(|r| *r != Refusal::Ours);
+            state.uncertain(sent.iter().copied(), unsettled);
+        }
+        Verdict::Unplaced(refusals) => {
+            state.one_by_one |= refusals.iter().any(|r| *r != Refusal::Ours);
+            state.uncertain(sent.iter().copied(), unsettled);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,409 @@
+//! natural-key on engines that behave as the managed services document (docs/engines.md),
+//! through the test proxy's engine mode on the real engine: Azure Cosmos DB's throttle (16500
+//! with `RetryAfterMs`) of whole commands and of some statements of a batch, its unknown
+//! outcome (50 after applying), and an engine that answers only the legacy `isMaster`.
+//!
+//! Every suite ends with the stored data exactly the input and the outcome counts exact; with a
+//! retry policy no throttle is a permanent error, without one every throttle is transient.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use natural_key::bson::{doc, Document};
+use natural_key::mongodb::Database;
+use natural_key::prelude::*;
+use natural_key::{Collection, RetryPolicy};
+use support::proxy::{self, Engine, Faults, Proxy};
+
+#[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
+struct Post {
+    #[key]
+    slug: String,
+    #[key(timestamp)]
+    published_at: i64,
+    body: String,
+}
+
+#[derive(RandomId, Serialize, Deserialize, Clone, Debug, PartialEq)]
+struct Click {
+    #[id]
+    #[serde(rename = "_id")]
+    id: Ulid,
+    page: String,
+}
+
+fn corpus(n: usize) -> Vec<Post> {
+    (0..n)
+        .map(|i| Post {
+            slug: format!("post-{i:05}"),
+            published_at: 1_700_000_000_000 + i as i64 * 60_000,
+            body: format!("body of post {i}"),
+        })
+        .collect()
+}
+
+/// What a throttled engine looks like in the suites: a tenth of the write commands refused
+/// whole, a tenth cut (some statements applied, the rest refused), one in twenty applied and
+/// answered 50. A short wait keeps the suites quick; the wait itself is tested on its own.
+fn busy() -> Engine {
+    Engine {
+        throttle_command: 0.1,
+        throttle_statements: 0.1,
+        unknown_outcome: 0.05,
+        retry_after_ms: 5,
+        ..Engine::none()
+    }
+}
+
+fn patient() -> RetryPolicy {
+    RetryPolicy::default()
+        .max_attempts(200)
+        .deadline(Duration::from_secs(120))
+}
+
+/// The test's database, directly and through a proxy in engine mode.
+async fn through_engine(test: &str, engine: Engine, seed: u64) -> (Database, Database, Proxy) {
+    let (direct, _) = support::database(test).await;
+    let proxy = Proxy::start(proxy::upstream_addr(&support::uri()), Faults::none(), seed).await;
+    proxy.set_engine(engine);
+    let client = support::client_for(&proxy.uri(), &support::Commands::default()).await;
+    (
+        direct,
+        client.database(&support::database_name(test)),
+        proxy,
+    )
+}
+
+/// Every stored post, read directly, as the input type.
+async fn stored_posts(direct: &Database) -> Vec<Post> {
+    let docs = support::all_documents(&direct.collection::<Document>("posts")).await;
+    let mut posts: Vec<Post> = docs
+        .into_iter()
+        .map(|d| natural_key::bson::from_document(d).unwrap())
+        .collect();
+    posts.sort_by(|a, b| a.slug.cmp(&b.slug));
+    posts
+}
+
+#[tokio::test]
+async fn open_works_on_an_engine_without_hello() {
+    let engine = Engine {
+        no_hello: true,
+        ..Engine::none()
+    };
+    let (direct, db, proxy) = through_engine("no_hello", engine, 1).await;
+    let detected = Collection::<Post>::open(&direct, "posts").await.unwrap();
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let stats = proxy.stats();
+    assert!(
+        stats.hellos_refused >= 1,
+        "natural-key asked `hello` first: {stats:?}"
+    );
+    assert_eq!(
+        stats.count("hello"),
+        stats.hellos_refused,
+        "only natural-key's detection sent `hello`: the driver kept to `isMaster`"
+    );
+    assert!(stats.count("isMaster") + stats.count("ismaster") >= 1);
+    assert_eq!(
+        posts.deployment(),
+        detected.deployment(),
+        "the same engine, the same facts"
+    );
+    let p = &corpus(1)[0];
+    assert!(matches!(
+        p.upsert(&posts).await.unwrap(),
+        UpsertOutcome::Inserted(_)
+    ));
+}
+
+#[tokio::test]
+async fn a_throttled_write_waits_as_long_as_the_engine_asks() {
+    let engine = Engine {
+        throttle_command: 1.0,
+        retry_after_ms: 400,
+        at_most: 1,
+        ..Engine::none()
+    };
+    let (_direct, db, proxy) = through_engine("retry_after", engine, 2).await;
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let p = &corpus(1)[0];
+    let start = Instant::now();
+    let outcome = posts.upsert(p).retry(RetryPolicy::default()).await.unwrap();
+    let took = start.elapsed();
+    assert!(matches!(outcome, UpsertOutcome::Inserted(_)), "{outcome:?}");
+    let stats = proxy.stats();
+    assert_eq!(stats.throttled_commands, 1);
+    assert_eq!(
+        stats.count("insert"),
+        2,
+        "the throttled insert, then the same insert once more: {stats:?}"
+    );
+    // A lower bound: a busy machine only makes the call slower. Without RetryAfterMs the
+    // policy's first backoff is 25-50 ms.
+    assert!(
+        took >= Duration::from_millis(400),
+        "the insert was sent again after {took:?}, before the 400 ms the engine asked for"
+    );
+}
+
+#[tokio::test]
+async fn a_partly_applied_batch_sends_again_only_what_was_refused() {
+    let engine = Engine {
+        throttle_statements: 1.0,
+        retry_after_ms: 5,
+        at_most: 1,
+        ..Engine::none()
+    };
+    let (direct, db, proxy) = through_engine("partial", engine, 3).await;
+    let commands = support::Commands::default();
+    let client = support::client_for(&proxy.uri(), &commands).await;
+    let posts = Collection::<Post>::new(client.database(db.name()).collection("posts"))
+        .await
+        .unwrap();
+    let docs = corpus(10);
+    commands.reset();
+    let report = posts.upsert_many(&docs).retry(patient()).await.unwrap();
+    assert_eq!(
+        (report.inserted, report.failures.len()),
+        (10, 0),
+        "{report:?}"
+    );
+    let refused = proxy.stats().throttled_statements as usize;
+    assert!((1..10).contains(&refused), "{:?}", proxy.stats());
+    let inserts = commands.documents("insert");
+    assert_eq!(
+        inserts.len(),
+        2,
+        "the batch, then what was refused: {inserts:?}"
+    );
+    let ids = |cmd: &Document| -> Vec<String> {
+        let docs = cmd.get_array("documents").unwrap();
+        docs.iter()
+            .map(|d| d.as_document().unwrap().get_str("_id").unwrap().to_string())
+            .collect()
+    };
+    let (first, again) = (ids(&inserts[0]), ids(&inserts[1]));
+    assert_eq!(first.len(), 10);
+    assert_eq!(
+        again.len(),
+        refused,
+        "only the refused documents are sent again"
+    );
+    assert!(again.iter().all(|id| first.contains(id)));
+    assert_eq!(stored_posts(&direct).await, docs);
+}
+
+#[tokio::test]
+async fn an_unknown_outcome_is_decided_by_the_next_read() {
+    let engine = Engine {
+        unknown_outcome: 1.0,
+        at_most: 2,
+        ..Engine::none()
+    };
+    let (direct, db, proxy) = through_engine("unknown", engine, 4).await;
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let clicks = Collection::<Click>::open(&db, "clicks").await.unwrap();
+    let p = &corpus(1)[0];
+    // Applied, answered 50: still this call's insert, not somebody else's `Unchanged`.
+    let outcome = p.upsert(&posts).retry(patient()).await.unwrap();
+    assert!(matches!(outcome, UpsertOutcome::Inserted(_)), "{outcome:?}");
+    let click = Click {
+        id: Ulid::new(),
+        page: "/".into(),
+    };
+    let outcome = click.upsert(&clicks).retry(patient()).await.unwrap();
+    assert!(matches!(outcome, InsertOutcome::Inserted(_)), "{outcome:?}");
+    assert_eq!(proxy.stats().unknown_outcomes, 2);
+    assert_eq!(stored_posts(&direct).await, vec![p.clone()]);
+    let stored = direct
+        .collection::<Document>("clicks")
+        .count_documents(doc! {})
+        .await;
+    assert_eq!(stored.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn single_upserts_on_a_busy_engine_are_exact() {
+    let (direct, db, proxy) = through_engine("single", busy(), 5).await;
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let docs = corpus(100);
+    for p in &docs {
+        let outcome = p.upsert(&posts).retry(patient()).await.unwrap();
+        assert!(matches!(outcome, UpsertOutcome::Inserted(_)), "{outcome:?}");
+    }
+    for p in &docs {
+        let outcome = p.upsert(&posts).retry(patient()).await.unwrap();
+        assert!(
+            matches!(outcome, UpsertOutcome::Unchanged(_)),
+            "{outcome:?}"
+        );
+    }
+    let stats = proxy.stats();
+    assert!(stats.engine_actions > 0, "the engine was busy: {stats:?}");
+    assert_eq!(stored_posts(&direct).await, docs);
+}
+
+#[tokio::test]
+async fn batches_on_a_busy_engine_are_exact() {
+    let (direct, db, proxy) = through_engine("batch", busy(), 6).await;
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let mut docs = corpus(2000);
+    let counts =
+        |r: &natural_key::BatchReport| (r.inserted, r.updated, r.unchanged, r.failures.len());
+
+    let r = posts
+        .upsert_many(&docs)
+        .batch_size(100)
+        .retry(patient())
+        .await
+        .unwrap();
+    assert_eq!(counts(&r), (2000, 0, 0, 0), "first ingest");
+    let r = posts
+        .upsert_many(&docs)
+        .batch_size(100)
+        .retry(patient())
+        .await
+        .unwrap();
+    assert_eq!(counts(&r), (0, 0, 2000, 0), "unchanged re-ingest");
+    for p in docs.iter_mut().step_by(100) {
+        p.body.push_str(" (edited)");
+    }
+    let r = posts
+        .upsert_many(&docs)
+        .batch_size(100)
+        .retry(patient())
+        .await
+        .unwrap();
+    assert_eq!(counts(&r), (0, 20, 1980, 0), "1% changed");
+
+    let stats = proxy.stats();
+    assert!(
+        stats.throttled_commands > 0
+            && stats.throttled_statements > 0
+            && stats.unknown_outcomes > 0,
+        "every behaviour was met: {stats:?}"
+    );
+    assert_eq!(stored_posts(&direct).await, docs);
+}
+
+#[tokio::test]
+async fn events_on_a_busy_engine_are_stored_once() {
+    let (direct, db, proxy) = through_engine("events", busy(), 7).await;
+    let clicks = Collection::<Click>::open(&db, "clicks").await.unwrap();
+    let events: Vec<Click> = (0..1500)
+        .map(|i| Click {
+            id: Ulid::new(),
+            page: format!("/{i}"),
+        })
+        .collect();
+    let r = clicks
+        .insert_many(&events)
+        .batch_size(300)
+        .retry(patient())
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.inserted, r.already_applied, r.failures.len()),
+        (1500, 0, 0),
+        "{r:?}"
+    );
+    let r = clicks
+        .insert_many(&events)
+        .batch_size(300)
+        .retry(patient())
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.inserted, r.already_applied, r.failures.len()),
+        (0, 1500, 0),
+        "{r:?}"
+    );
+    assert!(proxy.stats().engine_actions > 0);
+    let stored = direct
+        .collection::<Document>("clicks")
+        .count_documents(doc! {})
+        .await;
+    assert_eq!(stored.unwrap(), 1500);
+}
+
+#[tokio::test]
+async fn maintenance_on_a_busy_engine_is_exact() {
+    let (direct, db, proxy) = through_engine("maintain", busy(), 8).await;
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let docs = corpus(600);
+    let r = posts.upsert_many(&docs).retry(patient()).await.unwrap();
+    assert_eq!(r.inserted, 600);
+    // Documents another program wrote, without natural-key's fields: adopted.
+    let legacy: Vec<Document> = (600..700)
+        .map(|i| {
+            let p = &corpus(700)[i];
+            doc! { "slug": &p.slug, "published_at": p.published_at, "body": &p.body }
+        })
+        .collect();
+    direct
+        .collection::<Document>("posts")
+        .insert_many(legacy)
+        .await
+        .unwrap();
+    let adopted = posts.adopt().await.unwrap();
+    assert_eq!(
+        (adopted.adopted, adopted.failures.len()),
+        (100, 0),
+        "{adopted:?}"
+    );
+    let audit = posts.audit().await.unwrap();
+    assert!(audit.is_clean(), "{audit}");
+    // A snapshot without the last 50: pruned.
+    let kept = &corpus(700)[..650];
+    let sync = posts
+        .upsert_many(kept)
+        .retry(patient())
+        .prune()
+        .await
+        .unwrap();
+    assert_eq!(sync.pruned.deleted, 50, "{:?}", sync.pruned);
+    assert!(proxy.stats().engine_actions > 0);
+    assert_eq!(stored_posts(&direct).await, kept);
+}
+
+#[tokio::test]
+async fn without_a_policy_every_throttle_is_transient() {
+    let engine = Engine {
+        throttle_command: 1.0,
+        retry_after_ms: 5,
+        ..Engine::none()
+    };
+    let (direct, db, _proxy) = through_engine("no_policy", engine, 9).await;
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let clicks = Collection::<Click>::open(&db, "clicks").await.unwrap();
+    let docs = corpus(20);
+
+    let e = docs[0].upsert(&posts).await.unwrap_err();
+    assert!(e.is_transient(), "{e:?}");
+    assert_eq!(e.kind(), "throttled");
+    assert!(e.retry_after().is_some(), "{e:?}");
+
+    let e = posts.upsert_many(&docs).await.unwrap_err();
+    assert!(e.is_transient(), "{e:?}");
+
+    let events: Vec<Click> = (0..1500)
+        .map(|i| Click {
+            id: Ulid::new(),
+            page: format!("/{i}"),
+        })
+        .collect();
+    let e = clicks.insert_many(&events).await.unwrap_err();
+    assert!(
+        e.is_transient(),
+        "one transient error, not a failure per event: {e:?}"
+    );
+    assert!(e.report.failures.is_empty(), "{:?}", e.report.failures);
+
+    let written = direct
+        .collection::<Document>("posts")
+        .count_documents(doc! {})
+        .await;
+    assert_eq!(written.unwrap(), 0, "a throttled command applied nothing");
+}
