@@ -407,3 +407,36 @@ async fn without_a_policy_every_throttle_is_transient() {
         .await;
     assert_eq!(written.unwrap(), 0, "a throttled command applied nothing");
 }
+
+/// A unique index the engine will not build (here: stored documents already share an
+/// identity; on Cosmos DB also any non-empty collection) is a typed error naming the remedy,
+/// not the engine's bare refusal.
+#[tokio::test]
+async fn an_index_the_engine_will_not_build_is_a_typed_error() {
+    let (direct, _) = support::database("index_refused").await;
+    let shared = doc! { "_nk_identity": "same", "slug": "a", "published_at": 1, "body": "" };
+    let twin = doc! { "_nk_identity": "same", "slug": "b", "published_at": 2, "body": "" };
+    direct
+        .collection::<Document>("posts")
+        .insert_many([shared, twin])
+        .await
+        .unwrap();
+    let e = Collection::<Post>::open(&direct, "posts")
+        .await
+        .unwrap_err();
+    match &e {
+        natural_key::Error::IndexUnavailable { name, field, .. } => {
+            assert_eq!(
+                (name.as_str(), field.as_str()),
+                ("nk_identity", "_nk_identity")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let text = e.to_string();
+    assert!(
+        text.contains("before its first document is written"),
+        "{text}"
+    );
+    assert!(!e.is_transient());
+}

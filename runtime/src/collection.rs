@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use ulid::Ulid;
 
 use crate::deployment::Deployment;
-use crate::error::{classify, Error};
+use crate::error::{classify, server_code, Error};
 use crate::names::IDENTITY_FIELD;
 use crate::op::{self, IndexInfo, Target};
 use crate::stored::struct_fields;
@@ -290,23 +290,45 @@ async fn ensure_index(target: &Target, spec: &IndexSpec) -> Result<(), Error> {
     if existing.iter().any(|ix| serves(ix, spec)) {
         return Ok(());
     }
-    let mut coverages = vec![Coverage::Sparse, Coverage::Partial];
-    if target
-        .deployment
-        .missing_field_is_absent_in_unique_indexes()
-    {
-        coverages.push(Coverage::Plain);
-    }
-    let mut last = None;
-    for coverage in coverages {
+    let mut refusal = None;
+    for coverage in [Coverage::Sparse, Coverage::Partial, Coverage::Plain] {
+        if coverage == Coverage::Plain
+            && !target
+                .deployment
+                .missing_field_is_absent_in_unique_indexes()
+        {
+            break;
+        }
         match op::create_index(target, index_spec(spec, coverage)).await {
             Ok(()) => return Ok(()),
             // The engine does not take this option: try the next way.
-            Err(e) if option_refused(&e) => last = Some(e),
+            Err(e) if option_refused(&e) => refusal = Some(e),
+            // Stored documents already share a value.
+            Err(e) if server_code(&e) == Some(op::write::DUPLICATE_KEY_CODE) => {
+                return Err(unavailable(target, spec, e))
+            }
             Err(e) => return Err(classify(e)),
         }
     }
-    Err(classify(last.expect("at least one coverage was tried")))
+    match refusal {
+        Some(e) => Err(unavailable(target, spec, e)),
+        None => Ok(()), // not reached: the loop returns or records a refusal
+    }
+}
+
+/// Every coverage refused: a typed error naming the remedy, not the engine's bare refusal.
+fn unavailable(target: &Target, spec: &IndexSpec, refusal: mongodb::error::Error) -> Error {
+    use mongodb::error::ErrorKind;
+    match refusal.kind.as_ref() {
+        ErrorKind::Command(c) => Error::IndexUnavailable {
+            collection: target.namespace.clone(),
+            name: spec.name.to_string(),
+            field: spec.field.to_string(),
+            code: c.code,
+            message: c.message.clone(),
+        },
+        _ => classify(refusal),
+    }
 }
 
 /// A command error about the index's options, not about the data (duplicates) or the link.

@@ -203,6 +203,31 @@ pub enum Error {
         wanted: String,
     },
 
+    /// The engine would not build a unique index natural-key needs, in any form it knows
+    /// (sparse, partial, plain); nothing was written. Azure Cosmos DB builds unique indexes only
+    /// on an empty collection, and on a sharded (partitioned) one only with the shard key in
+    /// front; an engine may also refuse because stored documents already share a value.
+    #[error(
+        "cannot create the unique index `{name}` on `{field}` in `{collection}`: the engine said \
+         (code {code}) {message}. natural-key needs it to refuse forks and duplicates. Open the \
+         collection with natural-key before its first document is written (Azure Cosmos DB \
+         builds unique indexes only on empty collections), or copy the documents into a new \
+         collection opened so; if documents share a value, merge them first (`adopt`, on an \
+         engine that builds the index, or by hand)"
+    )]
+    IndexUnavailable {
+        /// `database.collection`.
+        collection: String,
+        /// The index natural-key creates.
+        name: String,
+        /// Its field.
+        field: String,
+        /// The engine's code for the last refusal.
+        code: i32,
+        /// What the engine said.
+        message: String,
+    },
+
     /// An attempt did not finish within the retry policy's attempt timeout (a stalled engine, a
     /// half-open connection). The write may or may not have been applied; retrying converges.
     #[error("`{operation}` on `{collection}` did not finish within {after:?}; safe to retry")]
@@ -372,6 +397,7 @@ impl Error {
             Error::DocumentTooLarge { .. } => "document_too_large",
             Error::InvalidFieldName { .. } => "invalid_field_name",
             Error::IndexConflict { .. } => "index_conflict",
+            Error::IndexUnavailable { .. } => "index_unavailable",
             Error::Timeout { .. } => "timeout",
             Error::RekeyTargetTaken { .. } => "rekey_target_taken",
             Error::PruneSkipped { .. } => "prune_skipped",

@@ -6,17 +6,19 @@
 // PORT 0 picks a free port. FILE gets the MongoDB URI once the socket is bound (written to a
 // temp file, then renamed). Everything lives in memory and goes away with the process.
 //
-// THE WIRE VERSION IS REWRITTEN: mongo-java-server answers hello/isMaster with maxWireVersion 8
+// THE WIRE VERSION IS REWRITTEN: mongo-java-server answers isMaster with maxWireVersion 8
 // (MongoDB 4.2) and the Rust driver 3.x refuses anything below 9 (MongoDB 4.4). The server
 // implements 4.2-era commands; natural-key relies on nothing newer, so this launcher reports 9.
-// It does so in a MemoryBackend subclass that answers hello/isMaster/ismaster itself (below);
-// every other command goes to the stock backend unchanged.
+// It does so in a MemoryBackend subclass that answers isMaster/ismaster itself (below); every
+// other command, `hello` included, goes to the stock backend unchanged. In particular the
+// launcher does not add `hello` or `helloOk`: the driver keeps to the legacy isMaster
+// handshake and natural-key's detection meets the engine as shipped (docs/engines.md).
 //
-// --replica-set NAME makes hello present the server as the primary of a one-member replica set
+// --replica-set NAME makes isMaster present the server as the primary of a one-member replica set
 // (setName, hosts, primary, me), so a driver connected with replicaSet=NAME sees a
 // ReplicaSetWithPrimary topology and sends $readPreference on the wire for non-primary reads.
 // It is not a replica set: there is no oplog-backed replication, no elections, no transactions.
-// hello also reports logicalSessionTimeoutMinutes so drivers start sessions; the server ignores
+// isMaster also reports logicalSessionTimeoutMinutes so drivers start sessions; the server ignores
 // lsid, txnNumber, $readPreference and writeConcern fields in commands.
 
 import java.net.InetSocketAddress;
@@ -37,7 +39,7 @@ public final class NkMongoJavaServer {
     /** MongoDB 4.4: the Rust driver 3.x floor. */
     static final int REPORTED_MAX_WIRE_VERSION = 9;
 
-    /** MemoryBackend that answers hello / isMaster / ismaster with wire version 9 (+ replica set). */
+    /** MemoryBackend that answers isMaster / ismaster with wire version 9 (+ replica set). */
     static final class Backend extends MemoryBackend {
         private final String replicaSet; // null: standalone
         private volatile String address; // "127.0.0.1:PORT", set once bound
@@ -48,15 +50,11 @@ public final class NkMongoJavaServer {
 
         @Override
         public Document handleCommand(Channel channel, String db, String command, Document query) {
-            boolean hello = command.equals("hello");
-            if (!hello && !command.equalsIgnoreCase("ismaster")) {
+            if (!command.equalsIgnoreCase("ismaster")) {
                 return super.handleCommand(channel, db, command, query);
             }
             Document base = super.handleCommand(channel, db, "ismaster", query);
-            Document reply = new Document(hello ? "isWritablePrimary" : "ismaster", Boolean.TRUE);
-            if (query.containsKey("helloOk")) {
-                reply.put("helloOk", Boolean.TRUE); // we answer `hello` too
-            }
+            Document reply = new Document("ismaster", Boolean.TRUE);
             if (replicaSet != null) {
                 reply.put("setName", replicaSet);
                 reply.put("setVersion", 1);
