@@ -464,7 +464,8 @@ impl fmt::Display for Chain<'_> {
 /// specifications' lists: not primary, node recovering or shutting down, host unreachable,
 /// network timeout, socket exception, exceeded time limit), and the engines' [`THROTTLE_CODES`].
 const TRANSIENT_CODES: &[i32] = &[
-    11600, 11602, 10107, 13435, 13436, 10058, 189, 91, 7, 6, 89, 9001, 134, 262, 16500, 50,
+    11600, 11602, 10107, 13435, 13436, 10058, 189, 91, 7, 6, 89, 9001, 134, 262, 147, 16500, 112,
+    148, 50, 11601,
 ];
 
 /// Codes with which a managed engine refuses a command, or some statements of one, because it
@@ -474,13 +475,17 @@ const TRANSIENT_CODES: &[i32] = &[
 ///   bulk writes may apply some statements and refuse the rest with 16500 (Microsoft Learn,
 ///   "Troubleshoot common errors in Azure Cosmos DB for MongoDB", "Prevent rate-limiting
 ///   errors").
-pub(crate) const THROTTLE_CODES: &[i32] = &[16500];
+/// - 112 `WriteConflict` and 148 "Insufficient resources to run query": Amazon DocumentDB 8.0
+///   (developer guide, "Error codes").
+pub(crate) const THROTTLE_CODES: &[i32] = &[16500, 112, 148];
 
 /// Codes after which a write may or may not have been applied: its writer decides from the
 /// next read, as after a lost reply (every natural-key write stamps its token).
 /// - 50 `ExceededTimeLimit`: Cosmos DB's server-side retry of a throttled request gave up after
 ///   60 s; "retrying may result in a duplicate write" (same pages) — not with natural-key.
-pub(crate) const UNKNOWN_OUTCOME_CODES: &[i32] = &[50];
+/// - 11601 "The operation was interrupted": Amazon DocumentDB 8.0 (developer guide, "Error
+///   codes"), after a failover or a killed operation.
+pub(crate) const UNKNOWN_OUTCOME_CODES: &[i32] = &[50, 11601];
 
 /// The wait named in a throttling message: `RetryAfterMs=N` (Cosmos DB).
 pub(crate) fn retry_after_in(message: &str) -> Option<std::time::Duration> {
@@ -586,7 +591,7 @@ mod tests {
         ));
         assert!(timed_out.is_transient());
         assert_eq!(timed_out.retry_after(), None);
-        assert!(THROTTLE_CODES.contains(&16500) && THROTTLE_CODES.contains(&50));
+        assert!(THROTTLE_CODES.contains(&16500) && UNKNOWN_OUTCOME_CODES.contains(&50));
         assert_eq!(
             retry_after_in("RetryAfterMs=7"),
             Some(std::time::Duration::from_millis(7))
@@ -594,6 +599,20 @@ mod tests {
         assert_eq!(retry_after_in("RetryAfterMs=x"), None);
         // A bad value is not transient.
         assert!(!classify(command_error(2, "BadValue")).is_transient());
+    }
+
+    /// Amazon DocumentDB 8.0 (developer guide, "Error codes"): 112 "Write Conflict" and 148
+    /// "Insufficient resources to run query" (busy, nothing applied), 147 "not master"
+    /// (failover), 11601 "The operation was interrupted" (outcome unknown) are transient.
+    #[test]
+    fn documentdb_busy_failover_and_interrupted_are_transient() {
+        for code in [112, 148, 147, 11601] {
+            assert!(classify(command_error(code, "x")).is_transient(), "{code}");
+        }
+        assert!(THROTTLE_CODES.contains(&112) && THROTTLE_CODES.contains(&148));
+        assert!(UNKNOWN_OUTCOME_CODES.contains(&11601));
+        // DocumentDB's 225 TransactionTooOld is a stale retry, not a transient failure.
+        assert!(!classify(command_error(225, "x")).is_transient());
     }
 
     #[test]
