@@ -160,6 +160,15 @@ impl RetryPolicy {
     }
 }
 
+/// A random duration in `[0, up_to]` (at least a millisecond's range): std's per-process
+/// random hash keys, over the clock, are random enough to spread writers apart.
+fn jitter(up_to: Duration) -> Duration {
+    use std::hash::BuildHasher;
+    let range = up_to.max(Duration::from_millis(1)).as_nanos() as u64;
+    let r = std::collections::hash_map::RandomState::new().hash_one(Instant::now());
+    Duration::from_nanos(r % (range + 1))
+}
+
 /// The attempts of one call under a [`RetryPolicy`].
 pub(crate) struct Attempts {
     policy: RetryPolicy,
@@ -195,8 +204,9 @@ impl Attempts {
     }
 
     /// After a failed attempt — or a throttled command inside one — `Ok(())` once the backoff
-    /// (at least the wait the engine named, [`Error::retry_after`]) has been slept and another
-    /// attempt may start; the error itself when it is permanent or the policy is exhausted. Each retry is
+    /// (or the wait the engine named, [`Error::retry_after`], with jitter on top) has been
+    /// slept and another attempt may start; the error itself when it is permanent or the
+    /// policy is exhausted. Each retry is
     /// logged (tracing, WARN) with the attempt and the error.
     pub(crate) async fn failed(&mut self, err: Error) -> Result<(), Error> {
         let p = &self.policy;
@@ -204,9 +214,14 @@ impl Attempts {
             return Err(err);
         }
         let backoff = self.delays.next().unwrap_or(p.max_backoff);
-        // An engine that names its wait gets at least that, the backoff (jittered) on top so
-        // that writers throttled together do not come back together.
-        let delay = err.retry_after().map_or(backoff, |wait| wait + backoff);
+        // An engine that names its wait knows its load better than our backoff: that wait,
+        // with up to a quarter more (when jitter is on) so that writers throttled together do
+        // not come back together.
+        let delay = match err.retry_after() {
+            Some(wait) if p.jitter => wait + jitter(wait / 4),
+            Some(wait) => wait,
+            None => backoff,
+        };
         if self.start.elapsed() + delay >= p.deadline {
             return Err(err);
         }
@@ -242,6 +257,34 @@ mod tests {
             id: ulid::Ulid::nil(),
             attempts: 1,
         }
+    }
+
+    /// The engine's wait, not the policy's backoff: at least `RetryAfterMs`, at most a quarter
+    /// more. On tokio's paused clock, so the bounds are exact, not timed on the machine.
+    #[tokio::test(start_paused = true)]
+    async fn a_named_wait_is_waited_with_jitter_on_top() {
+        let throttled = || Error::Throttled {
+            collection: "db.c".into(),
+            code: 16500,
+            message: "RetryAfterMs=400".into(),
+        };
+        for jitter in [true, false] {
+            let policy = RetryPolicy::default().jitter(jitter);
+            let mut tries = policy.begin("t", "db.c");
+            let start = tokio::time::Instant::now();
+            tries.failed(throttled()).await.unwrap();
+            let waited = start.elapsed();
+            assert!(waited >= Duration::from_millis(400), "{waited:?}");
+            assert!(
+                waited <= Duration::from_millis(if jitter { 500 } else { 400 }),
+                "{waited:?}"
+            );
+        }
+        let mut tries = RetryPolicy::none().begin("t", "db.c");
+        assert!(
+            tries.failed(throttled()).await.is_err(),
+            "no policy: no wait, the error"
+        );
     }
 
     #[tokio::test]
