@@ -43,6 +43,15 @@ fn corpus(n: usize) -> Vec<Post> {
         .collect()
 }
 
+fn events(n: usize) -> Vec<Click> {
+    (0..n)
+        .map(|i| Click {
+            id: Ulid::new(),
+            page: format!("/{i}"),
+        })
+        .collect()
+}
+
 /// What a throttled engine looks like in the suites: a tenth of the write commands refused
 /// whole, a tenth cut (some statements applied, the rest refused), one in twenty applied and
 /// answered 50. A short wait keeps the suites quick; the wait itself is tested on its own.
@@ -292,12 +301,7 @@ async fn batches_on_a_busy_engine_are_exact() {
 async fn events_on_a_busy_engine_are_stored_once() {
     let (direct, db, proxy) = through_engine("events", busy(), 7).await;
     let clicks = Collection::<Click>::open(&db, "clicks").await.unwrap();
-    let events: Vec<Click> = (0..1500)
-        .map(|i| Click {
-            id: Ulid::new(),
-            page: format!("/{i}"),
-        })
-        .collect();
+    let events = events(1500);
     let r = clicks
         .insert_many(&events)
         .batch_size(300)
@@ -388,12 +392,7 @@ async fn without_a_policy_every_throttle_is_transient() {
     let e = posts.upsert_many(&docs).await.unwrap_err();
     assert!(e.is_transient(), "{e:?}");
 
-    let events: Vec<Click> = (0..1500)
-        .map(|i| Click {
-            id: Ulid::new(),
-            page: format!("/{i}"),
-        })
-        .collect();
+    let events = events(1500);
     let e = clicks.insert_many(&events).await.unwrap_err();
     assert!(
         e.is_transient(),
