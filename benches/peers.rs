@@ -1,0 +1,283 @@
+//! natural-key against what its users would write instead (issue #30), same data, same engine,
+//! one run: N posts of ~0.5 KB through three phases — first ingest into an empty collection,
+//! re-ingest of unchanged data, re-ingest with 1% changed — by
+//! * `nk`: `upsert_many` (default batch size; its handle opened, which creates its indexes,
+//!   before the timing);
+//! * `recipe-1` and `recipe-8`: the seed's recipe per document (derive the id and content
+//!   hash, `find_one({_id})` of the stored hash, `update_one({_id}, {$set}, upsert)` when it
+//!   differs), one at a time and eight in flight;
+//! * `blind`: unordered bulk upserts that replace by `_id` (the Kafka sink's write model: no
+//!   guard, no skip), 1,000 statements per `update` command (on FerretDB 1.x 16, its safe
+//!   count: 100 or more statements that match stored documents never return there).
+//!
+//! Every phase is verified (exactly N documents stored, the edits stored), never timed against
+//! a bound. Peers run in a rotating order per repetition, so load drift spreads over all of
+//! them; each phase is cut at a time budget, after which that peer's remaining phases are
+//! reported as over budget.
+//!
+//! Run: `cargo bench --bench peers`. Environment: `NK_PEERS_DOCS` (default 10,000),
+//! `NK_PEERS_REPS` (default 3), `NK_PEERS_BUDGET_S` (per phase, default 120),
+//! `NK_PEERS` (default `nk,recipe-1,recipe-8,blind`), `NK_PEERS_BLIND_PER_COMMAND`,
+//! `MONGODB_URI` (else `scripts/db up`). Under `cargo test --benches`: 60 posts, once.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use futures::stream::{self, StreamExt};
+use natural_key::bson::{self, doc, Bson, Document};
+use natural_key::mongodb::Database;
+use natural_key::prelude::*;
+use natural_key::{Collection, Deployment, Engine, HASH_FIELD, IDENTITY_FIELD};
+use support::posts::prose;
+
+#[derive(NaturalKey, Serialize, Deserialize, Clone)]
+struct Post {
+    #[key]
+    slug: String,
+    #[key]
+    lang: String,
+    #[key(timestamp)]
+    published_at: i64,
+    title: String,
+    body: String,
+}
+
+fn corpus(n: usize) -> Vec<Post> {
+    (0..n)
+        .map(|i| Post {
+            slug: format!("post-{i:07}"),
+            lang: ["en", "zh-TW", "ja", "ko"][i % 4].into(),
+            published_at: 1_700_000_000_000 + i as i64 * 60_000,
+            title: prose(i, 60),
+            body: prose(i * 7 + 1, 400),
+        })
+        .collect()
+}
+
+/// Every hundredth post edited.
+fn one_percent_changed(docs: &[Post]) -> Vec<Post> {
+    let mut out = docs.to_vec();
+    for p in out.iter_mut().step_by(100) {
+        p.body.push_str(" (edited)");
+    }
+    out
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Peer {
+    NaturalKey,
+    Recipe(usize),
+    Blind(usize),
+}
+
+impl Peer {
+    fn label(self) -> String {
+        match self {
+            Peer::NaturalKey => "nk".into(),
+            Peer::Recipe(k) => format!("recipe-{k}"),
+            Peer::Blind(_) => "blind".into(),
+        }
+    }
+
+    /// One phase: `docs` written the peer's way into `db.posts`.
+    async fn write(self, db: &Database, docs: &[Post]) {
+        match self {
+            Peer::NaturalKey => {
+                let posts = Collection::<Post>::open(db, "posts").await.unwrap();
+                let r = posts.upsert_many(docs).await.unwrap();
+                assert!(r.failures.is_empty(), "{:?}", r.failures);
+            }
+            Peer::Recipe(in_flight) => recipe(db, docs, in_flight).await,
+            Peer::Blind(per_command) => blind(db, docs, per_command).await,
+        }
+    }
+}
+
+/// The seed's recipe, `in_flight` documents at a time.
+async fn recipe(db: &Database, docs: &[Post], in_flight: usize) {
+    let raw = db.collection::<Document>("posts");
+    let raw = &raw;
+    stream::iter(docs)
+        .map(|p| async move {
+            let id = p.id().unwrap().to_string();
+            let hash = p.content_hash().unwrap().to_string();
+            let stored = raw
+                .find_one(doc! { "_id": &id })
+                .projection(doc! { HASH_FIELD: 1 })
+                .await
+                .unwrap();
+            if stored.as_ref().and_then(|d| d.get_str(HASH_FIELD).ok()) == Some(hash.as_str()) {
+                return;
+            }
+            let mut body = bson::to_document(p).unwrap();
+            body.insert(IDENTITY_FIELD, p.identity().unwrap().to_string());
+            body.insert(HASH_FIELD, hash);
+            raw.update_one(doc! { "_id": &id }, doc! { "$set": body })
+                .upsert(true)
+                .await
+                .unwrap();
+        })
+        .buffer_unordered(in_flight)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// Unordered bulk upserts replacing each document by its `_id`, `per_command` at a time.
+async fn blind(db: &Database, docs: &[Post], per_command: usize) {
+    for chunk in docs.chunks(per_command) {
+        let statements: Vec<Bson> = chunk
+            .iter()
+            .map(|p| {
+                let id = p.id().unwrap().to_string();
+                let u = bson::to_document(p).unwrap();
+                Bson::Document(doc! { "q": { "_id": id }, "u": u, "upsert": true, "multi": false })
+            })
+            .collect();
+        let reply = db
+            .run_command(doc! { "update": "posts", "updates": statements, "ordered": false })
+            .await
+            .unwrap();
+        assert!(!reply.contains_key("writeErrors"), "{reply}");
+    }
+}
+
+/// Exactly `docs` stored: as many documents, and each post's body as written.
+async fn verify(db: &Database, docs: &[Post]) {
+    let raw = db.collection::<Document>("posts");
+    let mut bodies = BTreeMap::new();
+    let mut cursor = raw
+        .find(doc! {})
+        .projection(doc! { "body": 1 })
+        .await
+        .unwrap();
+    while let Some(d) = cursor.next().await {
+        let d = d.unwrap();
+        bodies.insert(
+            d.get_str("_id").unwrap().to_string(),
+            d.get_str("body").unwrap().to_string(),
+        );
+    }
+    assert_eq!(bodies.len(), docs.len(), "stored documents");
+    for p in docs {
+        let id = p.id().unwrap().to_string();
+        assert_eq!(bodies.get(&id), Some(&p.body), "the body of {id}");
+    }
+}
+
+const PHASES: [&str; 3] = ["first ingest", "unchanged", "1% changed"];
+
+#[tokio::main]
+async fn main() {
+    let full = support::invoked_by_cargo_bench();
+    let n = if full {
+        support::env_usize("NK_PEERS_DOCS", 10_000)
+    } else {
+        60
+    };
+    let reps = if full {
+        support::env_usize("NK_PEERS_REPS", 3)
+    } else {
+        1
+    };
+    let budget = Duration::from_secs(support::env_usize("NK_PEERS_BUDGET_S", 120) as u64);
+    let client = support::plain_client(&support::uri()).await;
+    let deployment = Deployment::detect(&client).await.unwrap();
+    let ferretdb = matches!(deployment.engine(), Engine::FerretDb { .. });
+    let per_command = support::env_usize(
+        "NK_PEERS_BLIND_PER_COMMAND",
+        if ferretdb { 16 } else { 1000 },
+    );
+    let wanted = std::env::var("NK_PEERS").unwrap_or_else(|_| "nk,recipe-1,recipe-8,blind".into());
+    let peers: Vec<Peer> = wanted
+        .split(',')
+        .map(|w| match w.trim() {
+            "nk" => Peer::NaturalKey,
+            "recipe-1" => Peer::Recipe(1),
+            "recipe-8" => Peer::Recipe(8),
+            "blind" => Peer::Blind(per_command),
+            other => panic!("NK_PEERS: unknown peer {other:?}"),
+        })
+        .collect();
+    let db = client.database("nk_bench_peers");
+    let first = corpus(n);
+    let changed = one_percent_changed(&first);
+    let inputs = [&first, &first, &changed];
+    println!(
+        "peers: {n} posts of ~0.5 KB, {reps} repetitions, {:?} engine, blind {per_command} per command, budget {budget:?} per phase",
+        deployment.engine()
+    );
+
+    // times[peer][phase]: seconds per repetition; `None` once a phase ran over budget.
+    let mut times: BTreeMap<String, [Vec<f64>; 3]> = BTreeMap::new();
+    let mut over: BTreeMap<String, String> = BTreeMap::new();
+    for rep in 0..reps {
+        for k in 0..peers.len() {
+            let peer = peers[(k + rep) % peers.len()];
+            let label = peer.label();
+            if over.contains_key(&label) {
+                continue;
+            }
+            db.drop().await.unwrap();
+            if peer == Peer::NaturalKey {
+                Collection::<Post>::open(&db, "posts").await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            for (phase, docs) in inputs.iter().enumerate() {
+                let start = Instant::now();
+                if tokio::time::timeout(budget, peer.write(&db, docs))
+                    .await
+                    .is_err()
+                {
+                    over.insert(
+                        label.clone(),
+                        format!("{} over {budget:?} (rep {rep})", PHASES[phase]),
+                    );
+                    break;
+                }
+                let took = start.elapsed().as_secs_f64();
+                verify(&db, docs).await;
+                println!(
+                    "peers rep={rep} {label:<9} {:<13} {took:>8.3} s",
+                    PHASES[phase]
+                );
+                times.entry(label.clone()).or_default()[phase].push(took);
+            }
+        }
+    }
+    db.drop().await.unwrap();
+
+    println!(
+        "\n| phase (median of {reps}, s) | {} |",
+        peers
+            .iter()
+            .map(|p| p.label())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    println!("|---|{}", "---|".repeat(peers.len()));
+    let median = |label: &str, phase: usize| {
+        times
+            .get(label)
+            .filter(|t| t[phase].len() == reps)
+            .map(|t| support::median(&t[phase]))
+    };
+    for (phase, name) in PHASES.iter().enumerate() {
+        let nk = median("nk", phase);
+        let cells: Vec<String> = peers
+            .iter()
+            .map(|p| match (median(&p.label(), phase), nk) {
+                (Some(t), Some(nk)) if *p != Peer::NaturalKey => {
+                    format!("{t:.3} (nk {:.2}x)", nk / t)
+                }
+                (Some(t), _) => format!("{t:.3}"),
+                (None, _) => over
+                    .get(&p.label())
+                    .cloned()
+                    .unwrap_or_else(|| "over budget".into()),
+            })
+            .collect();
+        println!("| {name} | {} |", cells.join(" | "));
+    }
+}
