@@ -18,6 +18,7 @@
 //! Run: `cargo bench --bench peers`. Environment: `NK_PEERS_DOCS` (default 10,000),
 //! `NK_PEERS_REPS` (default 3), `NK_PEERS_BUDGET_S` (per phase, default 120),
 //! `NK_PEERS` (default `nk,recipe-1,recipe-8,blind`), `NK_PEERS_BLIND_PER_COMMAND`,
+//! `NK_PEERS_NK_BATCH` (`upsert_many`'s batch size, default the library's),
 //! `MONGODB_URI` (else `scripts/db up`). Under `cargo test --benches`: 60 posts, once.
 
 mod support;
@@ -67,7 +68,8 @@ fn one_percent_changed(docs: &[Post]) -> Vec<Post> {
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Peer {
-    NaturalKey,
+    /// With the batch size given (`None`: the library's default).
+    NaturalKey(Option<usize>),
     Recipe(usize),
     Blind(usize),
 }
@@ -75,7 +77,7 @@ enum Peer {
 impl Peer {
     fn label(self) -> String {
         match self {
-            Peer::NaturalKey => "nk".into(),
+            Peer::NaturalKey(_) => "nk".into(),
             Peer::Recipe(k) => format!("recipe-{k}"),
             Peer::Blind(_) => "blind".into(),
         }
@@ -84,9 +86,10 @@ impl Peer {
     /// One phase: `docs` written the peer's way into `db.posts`.
     async fn write(self, db: &Database, docs: &[Post]) {
         match self {
-            Peer::NaturalKey => {
+            Peer::NaturalKey(batch) => {
                 let posts = Collection::<Post>::open(db, "posts").await.unwrap();
-                let r = posts.upsert_many(docs).await.unwrap();
+                let size = batch.unwrap_or(natural_key::DEFAULT_BATCH_SIZE);
+                let r = posts.upsert_many(docs).batch_size(size).await.unwrap();
                 assert!(r.failures.is_empty(), "{:?}", r.failures);
             }
             Peer::Recipe(in_flight) => recipe(db, docs, in_flight).await,
@@ -190,17 +193,25 @@ async fn main() {
         if ferretdb { 16 } else { 1000 },
     );
     let wanted = std::env::var("NK_PEERS").unwrap_or_else(|_| "nk,recipe-1,recipe-8,blind".into());
-    let peers: Vec<Peer> = wanted
-        .split(',')
-        .map(|w| match w.trim() {
-            "nk" => Peer::NaturalKey,
-            "recipe-1" => Peer::Recipe(1),
-            "recipe-8" => Peer::Recipe(8),
-            "blind" => Peer::Blind(per_command),
-            other => panic!("NK_PEERS: unknown peer {other:?}"),
-        })
-        .collect();
-    let db = client.database("nk_bench_peers");
+    let peers: Vec<Peer> =
+        wanted
+            .split(',')
+            .map(|w| match w.trim() {
+                "nk" => Peer::NaturalKey(std::env::var("NK_PEERS_NK_BATCH").ok().map(|_| {
+                    support::env_usize("NK_PEERS_NK_BATCH", natural_key::DEFAULT_BATCH_SIZE)
+                })),
+                "recipe-1" => Peer::Recipe(1),
+                "recipe-8" => Peer::Recipe(8),
+                "blind" => Peer::Blind(per_command),
+                other => panic!("NK_PEERS: unknown peer {other:?}"),
+            })
+            .collect();
+    // A database per peer and repetition, dropped only at the end: a phase cut at its budget
+    // leaves the engine running what was in flight, and FerretDB 1.24 (SQLite) crashes with
+    // SIGBUS when a database is dropped under running queries.
+    let db_of = |label: &str, rep: usize| {
+        client.database(&format!("nk_bench_peers_{}_{rep}", label.replace('-', "_")))
+    };
     let first = corpus(n);
     let changed = one_percent_changed(&first);
     let inputs = [&first, &first, &changed];
@@ -219,8 +230,9 @@ async fn main() {
             if over.contains_key(&label) {
                 continue;
             }
+            let db = db_of(&label, rep);
             db.drop().await.unwrap();
-            if peer == Peer::NaturalKey {
+            if matches!(peer, Peer::NaturalKey(_)) {
                 Collection::<Post>::open(&db, "posts").await.unwrap();
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -246,7 +258,12 @@ async fn main() {
             }
         }
     }
-    db.drop().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(if over.is_empty() { 0 } else { 30 })).await;
+    for rep in 0..reps {
+        for peer in &peers {
+            db_of(&peer.label(), rep).drop().await.unwrap();
+        }
+    }
 
     println!(
         "\n| phase (median of {reps}, s) | {} |",
@@ -268,7 +285,7 @@ async fn main() {
         let cells: Vec<String> = peers
             .iter()
             .map(|p| match (median(&p.label(), phase), nk) {
-                (Some(t), Some(nk)) if *p != Peer::NaturalKey => {
+                (Some(t), Some(nk)) if !matches!(p, Peer::NaturalKey(_)) => {
                     format!("{t:.3} (nk {:.2}x)", nk / t)
                 }
                 (Some(t), _) => format!("{t:.3}"),
