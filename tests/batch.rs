@@ -418,3 +418,38 @@ async fn large_documents_are_cut_into_batches_and_commands_that_fit() {
     let r = clicks.insert_many(&events).await.unwrap();
     assert_eq!(r.already_applied, 40);
 }
+
+/// A batch reads its identities `max_read_identities` at a time: 1,000 pending with 100 per
+/// read are ten `find`s, each asking for at most 100 (an engine whose `$in` grows
+/// super-linearly wants small reads; docs/performance.md).
+#[tokio::test]
+async fn a_batch_reads_its_identities_in_reads_of_the_configured_size() {
+    let (db, commands) = support::database("read_size").await;
+    let detected = natural_key::Deployment::detect(db.client()).await.unwrap();
+    let limits = natural_key::Limits {
+        max_read_identities: 100,
+        ..detected.limits()
+    };
+    let coll = Collection::new(db.collection::<Post>("posts"))
+        .deployment(detected.with_limits(limits))
+        .await
+        .unwrap();
+    let docs = corpus(1000);
+    coll.upsert_many(&docs).batch_size(1000).await.unwrap();
+    commands.reset();
+    let r = coll.upsert_many(&docs).batch_size(1000).await.unwrap();
+    assert_eq!((r.unchanged, r.failures.len()), (1000, 0));
+    let finds = commands.documents("find");
+    assert_eq!(finds.len(), 11, "the question, then one read per 100 identities");
+    assert_probe(&finds[0]);
+    for find in &finds[1..] {
+        let wanted = find
+            .get_document("filter")
+            .unwrap()
+            .get_document(natural_key::IDENTITY_FIELD)
+            .unwrap()
+            .get_array("$in")
+            .unwrap();
+        assert_eq!(wanted.len(), 100, "{find}");
+    }
+}

@@ -81,7 +81,12 @@ impl Deployment {
         };
         let mut limits = match engine {
             Engine::MongoDb { .. } => Limits::MONGODB,
-            Engine::FerretDb { .. } | Engine::Unknown => Limits::SAFE,
+            // Every read scans the collection there: one read per batch.
+            Engine::FerretDb { .. } => Limits {
+                max_read_identities: usize::MAX,
+                ..Limits::SAFE
+            },
+            Engine::Unknown => Limits::SAFE,
         };
         if let Some(n) = hello
             .max_bson_object_size
@@ -134,6 +139,8 @@ mod tests {
         );
         assert_eq!(d.limits().max_statements, 16);
         assert_eq!(d.limits().max_documents, 100_000);
+        // Every FerretDB 1.x read scans: one read per batch.
+        assert_eq!(d.limits().max_read_identities, usize::MAX);
         assert!(!d.is_sharded());
 
         let mongo = BuildInfo {
@@ -142,6 +149,7 @@ mod tests {
         };
         let d = Deployment::from_replies(&hello(), Some(&mongo));
         assert_eq!(d.limits().max_statements, 10_000);
+        assert_eq!(d.limits().max_read_identities, 500);
 
         // A failed buildInfo falls back to the safe limits, not to 10,000 statements.
         let d = Deployment::from_replies(&hello(), None);

@@ -300,24 +300,30 @@ pub(crate) fn first_ingest_commands(
 async fn read(
     target: &Target,
     state: &BatchState<'_, '_>,
-    session: Session<'_>,
+    mut session: Session<'_>,
 ) -> Result<HashMap<String, StoredIdentity>, Error> {
-    let mut wanted = bson::RawArrayBuf::new();
-    for &i in &state.pending {
-        wanted.push(state.items[i].identity.as_str());
+    let mut stored = HashMap::new();
+    let per_read = target.deployment.limits().max_read_identities.max(1);
+    for part in state.pending.chunks(per_read) {
+        let mut wanted = bson::RawArrayBuf::new();
+        for &i in part {
+            wanted.push(state.items[i].identity.as_str());
+        }
+        let mut condition = RawDocumentBuf::new();
+        condition.append("$in", wanted);
+        let mut filter = RawDocumentBuf::new();
+        filter.append(IDENTITY_FIELD, condition);
+        let projection = Some(StoredIdentity::PROJECTION);
+        let found: Vec<StoredIdentity> =
+            op::find(target, filter, projection, session.as_deref_mut())
+                .await
+                .map_err(classify)?;
+        let keyed = found
+            .into_iter()
+            .filter_map(|d| Some((d.identity.as_ref()?.as_str()?.to_string(), d)));
+        stored.extend(keyed);
     }
-    let mut condition = RawDocumentBuf::new();
-    condition.append("$in", wanted);
-    let mut filter = RawDocumentBuf::new();
-    filter.append(IDENTITY_FIELD, condition);
-    let found: Vec<StoredIdentity> =
-        op::find(target, filter, Some(StoredIdentity::PROJECTION), session)
-            .await
-            .map_err(classify)?;
-    Ok(found
-        .into_iter()
-        .filter_map(|d| Some((d.identity.as_ref()?.as_str()?.to_string(), d)))
-        .collect())
+    Ok(stored)
 }
 
 /// Decides every pending item: settles what needs no write, and returns the `insert`
