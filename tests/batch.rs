@@ -440,7 +440,11 @@ async fn a_batch_reads_its_identities_in_reads_of_the_configured_size() {
     let r = coll.upsert_many(&docs).batch_size(1000).await.unwrap();
     assert_eq!((r.unchanged, r.failures.len()), (1000, 0));
     let finds = commands.documents("find");
-    assert_eq!(finds.len(), 11, "the question, then one read per 100 identities");
+    assert_eq!(
+        finds.len(),
+        11,
+        "the question, then one read per 100 identities"
+    );
     assert_probe(&finds[0]);
     for find in &finds[1..] {
         let wanted = find
