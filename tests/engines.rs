@@ -372,6 +372,58 @@ async fn maintenance_on_a_busy_engine_is_exact() {
     assert_eq!(stored_posts(&direct).await, kept);
 }
 
+/// Rekey moves a document with an insert, an update and a delete; on a busy engine it waits
+/// out throttles, and a move that met an unknown outcome is finished by running it again
+/// (`ConcurrentChange`, transient), as a move killed anywhere is.
+#[tokio::test]
+async fn rekey_on_a_busy_engine_moves_each_document_once() {
+    let (direct, db, proxy) = through_engine("rekey", busy(), 10).await;
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let docs = corpus(40);
+    let r = posts.upsert_many(&docs).retry(patient()).await.unwrap();
+    assert_eq!(r.inserted, 40);
+    let mut corrected = docs.clone();
+    for p in corrected.iter_mut().take(20) {
+        p.published_at += 1;
+    }
+    for p in &corrected[..20] {
+        let mut runs = 0;
+        let moved = loop {
+            runs += 1;
+            match posts.rekey(p).await {
+                Ok(outcome) => break outcome,
+                Err(e) if e.is_transient() && runs < 20 => continue,
+                Err(e) => panic!("rekey of {} failed after {runs} runs: {e}", p.slug),
+            }
+        };
+        let expected = p.id().unwrap();
+        assert!(
+            matches!(moved, natural_key::RekeyOutcome::Moved { to, .. } if to == expected),
+            "{moved:?}"
+        );
+    }
+    assert!(proxy.stats().engine_actions > 0, "{:?}", proxy.stats());
+    let stored = stored_posts(&direct).await;
+    assert_eq!(
+        stored.len(),
+        40,
+        "each document moved once: no copy left behind"
+    );
+    assert_eq!(stored, corrected);
+    let ids: Vec<String> = support::all_documents(&direct.collection::<Document>("posts"))
+        .await
+        .iter()
+        .map(|d| d.get_str("_id").unwrap().to_string())
+        .collect();
+    for p in &corrected {
+        assert!(
+            ids.contains(&p.id().unwrap().to_string()),
+            "{} at its id",
+            p.slug
+        );
+    }
+}
+
 #[tokio::test]
 async fn without_a_policy_every_throttle_is_transient() {
     let engine = Engine {
