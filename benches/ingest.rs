@@ -103,34 +103,6 @@ fn one_percent_changed(docs: &[Post], round: usize) -> (Vec<Post>, usize) {
     (out, n)
 }
 
-/// The recipe, one document at a time: read the stored hash by `_id`, write only if it differs.
-async fn naive_one_at_a_time(coll: &mongodb::Collection<Post>, docs: &[Post]) -> (usize, usize) {
-    let raw = coll.clone_with_type::<Document>();
-    let (mut unchanged, mut written) = (0, 0);
-    for p in docs {
-        let id = p.id().unwrap().to_string();
-        let hash = p.content_hash().unwrap().to_string();
-        let stored = raw
-            .find_one(doc! { "_id": &id })
-            .projection(doc! { HASH_FIELD: 1 })
-            .await
-            .unwrap();
-        if stored.as_ref().and_then(|d| d.get_str(HASH_FIELD).ok()) == Some(hash.as_str()) {
-            unchanged += 1;
-            continue;
-        }
-        let mut body = bson::to_document(p).unwrap();
-        body.insert(IDENTITY_FIELD, p.identity().unwrap().to_string());
-        body.insert(HASH_FIELD, hash);
-        raw.update_one(doc! { "_id": &id }, doc! { "$set": body })
-            .upsert(true)
-            .await
-            .unwrap();
-        written += 1;
-    }
-    (unchanged, written)
-}
-
 /// A pause before a timed run, after dropping and creating collections, so that work the
 /// engine defers (SQLite freeing pages, checkpointing its log) lands outside the timing.
 async fn settle() {
@@ -440,7 +412,12 @@ async fn main() {
         for rep in 1..=naive_reps {
             let coll = counted.collection::<Post>("posts");
             wire.take();
-            let (t, (unchanged, written)) = timed(naive_one_at_a_time(&coll, &docs)).await;
+            let (t, (unchanged, written)) = timed(support::recipe::run(
+                &coll.clone_with_type::<Document>(),
+                &docs,
+                1,
+            ))
+            .await;
             log("b", rep, t);
             assert_eq!((unchanged, written), (n, 0));
             row.wire = wire.take();

@@ -26,11 +26,11 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use futures::stream::{self, StreamExt};
+use futures::stream::StreamExt;
 use natural_key::bson::{self, doc, Bson, Document};
 use natural_key::mongodb::Database;
 use natural_key::prelude::*;
-use natural_key::{Collection, Deployment, Engine, HASH_FIELD, IDENTITY_FIELD};
+use natural_key::{Collection, Deployment, Engine};
 use support::posts::prose;
 
 #[derive(NaturalKey, Serialize, Deserialize, Clone)]
@@ -92,39 +92,13 @@ impl Peer {
                 let r = posts.upsert_many(docs).batch_size(size).await.unwrap();
                 assert!(r.failures.is_empty(), "{:?}", r.failures);
             }
-            Peer::Recipe(in_flight) => recipe(db, docs, in_flight).await,
+            Peer::Recipe(in_flight) => {
+                let raw = db.collection::<Document>("posts");
+                support::recipe::run(&raw, docs, in_flight).await;
+            }
             Peer::Blind(per_command) => blind(db, docs, per_command).await,
         }
     }
-}
-
-/// The seed's recipe, `in_flight` documents at a time.
-async fn recipe(db: &Database, docs: &[Post], in_flight: usize) {
-    let raw = db.collection::<Document>("posts");
-    let raw = &raw;
-    stream::iter(docs)
-        .map(|p| async move {
-            let id = p.id().unwrap().to_string();
-            let hash = p.content_hash().unwrap().to_string();
-            let stored = raw
-                .find_one(doc! { "_id": &id })
-                .projection(doc! { HASH_FIELD: 1 })
-                .await
-                .unwrap();
-            if stored.as_ref().and_then(|d| d.get_str(HASH_FIELD).ok()) == Some(hash.as_str()) {
-                return;
-            }
-            let mut body = bson::to_document(p).unwrap();
-            body.insert(IDENTITY_FIELD, p.identity().unwrap().to_string());
-            body.insert(HASH_FIELD, hash);
-            raw.update_one(doc! { "_id": &id }, doc! { "$set": body })
-                .upsert(true)
-                .await
-                .unwrap();
-        })
-        .buffer_unordered(in_flight)
-        .collect::<Vec<()>>()
-        .await;
 }
 
 /// Unordered bulk upserts replacing each document by its `_id`, `per_command` at a time.

@@ -14,6 +14,7 @@ use natural_key::mongodb::options::ClientOptions;
 use natural_key::mongodb::{Client, Collection};
 
 pub mod posts;
+pub mod recipe;
 
 #[path = "../../examples/common/mod.rs"]
 mod examples;
