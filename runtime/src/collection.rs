@@ -290,29 +290,42 @@ async fn ensure_index(target: &Target, spec: &IndexSpec) -> Result<(), Error> {
     if existing.iter().any(|ix| serves(ix, spec)) {
         return Ok(());
     }
-    let mut refusal = None;
-    for coverage in [Coverage::Sparse, Coverage::Partial, Coverage::Plain] {
-        if coverage == Coverage::Plain
-            && !target
-                .deployment
-                .missing_field_is_absent_in_unique_indexes()
-        {
-            break;
-        }
-        match op::create_index(target, index_spec(spec, coverage)).await {
-            Ok(()) => return Ok(()),
-            // The engine does not take this option: try the next way.
-            Err(e) if option_refused(&e) => refusal = Some(e),
-            // Stored documents already share a value.
-            Err(e) if server_code(&e) == Some(op::write::DUPLICATE_KEY_CODE) => {
-                return Err(unavailable(target, spec, e))
-            }
-            Err(e) => return Err(classify(e)),
+    // Sparse first; then the ways the engine may take instead.
+    let mut refusal = match create_with(target, spec, Coverage::Sparse).await? {
+        None => return Ok(()),
+        Some(e) => e,
+    };
+    let mut others = vec![Coverage::Partial];
+    if target
+        .deployment
+        .missing_field_is_absent_in_unique_indexes()
+    {
+        others.push(Coverage::Plain);
+    }
+    for coverage in others {
+        match create_with(target, spec, coverage).await? {
+            None => return Ok(()),
+            Some(e) => refusal = e,
         }
     }
-    match refusal {
-        Some(e) => Err(unavailable(target, spec, e)),
-        None => Ok(()), // not reached: the loop returns or records a refusal
+    Err(unavailable(target, spec, refusal))
+}
+
+/// Creates the index with `coverage`: `None` when created, the engine's refusal when it does
+/// not take this option (try the next way).
+async fn create_with(
+    target: &Target,
+    spec: &IndexSpec,
+    coverage: Coverage,
+) -> Result<Option<mongodb::error::Error>, Error> {
+    match op::create_index(target, index_spec(spec, coverage)).await {
+        Ok(()) => Ok(None),
+        Err(e) if option_refused(&e) => Ok(Some(e)),
+        // Stored documents already share a value.
+        Err(e) if server_code(&e) == Some(op::write::DUPLICATE_KEY_CODE) => {
+            Err(unavailable(target, spec, e))
+        }
+        Err(e) => Err(classify(e)),
     }
 }
 

@@ -234,12 +234,20 @@ impl Command {
         }
     }
 
-    /// Most documents or statements one command of this kind carries.
-    pub(crate) fn max_items(self, limits: Limits) -> usize {
-        match self {
+    /// Items of the given sizes cut into commands of this kind within the engine's limits
+    /// (one item each when `one_by_one`): the ranges each command carries.
+    pub(crate) fn cut(
+        self,
+        limits: Limits,
+        one_by_one: bool,
+        sizes: impl IntoIterator<Item = usize>,
+    ) -> Vec<Range<usize>> {
+        let max = match self {
+            _ if one_by_one => 1,
             Command::Insert => limits.max_documents,
             Command::Update | Command::Delete => limits.max_statements,
-        }
+        };
+        chunks(sizes, limits.max_command_bytes, max)
     }
 }
 

@@ -54,17 +54,12 @@ pub(crate) async fn send<D: ToEmbedded>(
     mut settle: impl FnMut(&[usize], Verdict),
 ) -> Result<(), Error> {
     let limits = target.deployment.limits();
-    let max = if one_by_one {
-        1
-    } else {
-        kind.max_items(limits)
-    };
     let mut queue: Vec<usize> = (0..items.len()).collect();
     while !queue.is_empty() {
         let mut again = Vec::new();
         let mut throttle = None;
         let sizes = queue.iter().map(|&k| items[k].embedded().len());
-        for range in op::chunks(sizes, limits.max_command_bytes, max) {
+        for range in kind.cut(limits, one_by_one, sizes) {
             let carried = &queue[range];
             let part: Vec<&D> = carried.iter().map(|&k| &items[k]).collect();
             let reply = op::write::run(target, kind, &part, session.as_deref_mut()).await;

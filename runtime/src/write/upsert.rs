@@ -284,12 +284,9 @@ pub(crate) fn first_ingest_commands(
     let mut state = BatchState::new(items, &mut ledger.sent);
     let (inserts, _) = plan(&call, &mut state, &HashMap::new(), &ledger.token)?;
     let limits = target.deployment.limits();
+    let sizes = inserts.iter().map(|s| s.embedded().len());
     let mut bytes = 0;
-    for range in op::chunks(
-        inserts.iter().map(|s| s.embedded().len()),
-        limits.max_command_bytes,
-        Command::Insert.max_items(limits),
-    ) {
+    for range in Command::Insert.cut(limits, false, sizes) {
         let cmd = op::write::command(target, Command::Insert, &inserts[range]).map_err(classify)?;
         bytes += cmd.as_bytes().len();
     }
