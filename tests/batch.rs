@@ -419,15 +419,15 @@ async fn large_documents_are_cut_into_batches_and_commands_that_fit() {
     assert_eq!(r.already_applied, 40);
 }
 
-/// A batch reads its identities `max_read_identities` at a time: 1,000 pending with 100 per
-/// read are ten `find`s, each asking for at most 100 (an engine whose `$in` grows
-/// super-linearly wants small reads; docs/performance.md).
+/// Equal read bounds fix the size: 1,000 pending with 100 per read are ten `find`s, each
+/// asking for 100.
 #[tokio::test]
 async fn a_batch_reads_its_identities_in_reads_of_the_configured_size() {
     let (db, commands) = support::database("read_size").await;
     let detected = natural_key::Deployment::detect(db.client()).await.unwrap();
     let limits = natural_key::Limits {
         max_read_identities: 100,
+        min_read_identities: 100,
         ..detected.limits()
     };
     let coll = Collection::new(db.collection::<Post>("posts"))
@@ -456,4 +456,43 @@ async fn a_batch_reads_its_identities_in_reads_of_the_configured_size() {
             .unwrap();
         assert_eq!(wanted.len(), 100, "{find}");
     }
+}
+
+/// Between unequal bounds the handle measures its reads and picks sizes inside them; every
+/// read but a batch's last asks for at least the least, none for more than the most.
+#[tokio::test]
+async fn measured_reads_stay_within_the_bounds() {
+    let (db, commands) = support::database("read_bounds").await;
+    let detected = natural_key::Deployment::detect(db.client()).await.unwrap();
+    let limits = natural_key::Limits {
+        max_read_identities: 160,
+        min_read_identities: 20,
+        ..detected.limits()
+    };
+    let coll = Collection::new(db.collection::<Post>("posts"))
+        .deployment(detected.with_limits(limits))
+        .await
+        .unwrap();
+    let docs = corpus(1500);
+    coll.upsert_many(&docs).batch_size(1500).await.unwrap();
+    commands.reset();
+    let r = coll.upsert_many(&docs).batch_size(1500).await.unwrap();
+    assert_eq!((r.unchanged, r.failures.len()), (1500, 0));
+    let finds = commands.documents("find");
+    let sizes: Vec<usize> = finds[1..]
+        .iter()
+        .map(|find| {
+            find.get_document("filter")
+                .unwrap()
+                .get_document(natural_key::IDENTITY_FIELD)
+                .unwrap()
+                .get_array("$in")
+                .unwrap()
+                .len()
+        })
+        .collect();
+    assert_eq!(sizes.iter().sum::<usize>(), 1500, "{sizes:?}");
+    let (last, others) = sizes.split_last().unwrap();
+    assert!(*last <= 160, "{sizes:?}");
+    assert!(others.iter().all(|n| (20..=160).contains(n)), "{sizes:?}");
 }

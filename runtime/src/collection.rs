@@ -188,14 +188,9 @@ where
                 .filter(|d| !d.is_empty()),
                 None => None,
             };
-            let target = Target {
-                db: coll.client().database(&ns.db),
-                name: ns.coll.clone(),
-                namespace: ns.to_string(),
-                write_concern,
-                sharded: self.sharded.unwrap_or(deployment.is_sharded()),
-                deployment,
-            };
+            let sharded = self.sharded.unwrap_or(deployment.is_sharded());
+            let db = coll.client().database(&ns.db);
+            let target = Target::new(db, ns.coll.clone(), write_concern, deployment, sharded);
             for spec in T::index_models() {
                 ensure_index(&target, &spec).await?;
             }

@@ -42,11 +42,16 @@ pub struct Limits {
     /// Most documents in one `insert` command (`hello.maxWriteBatchSize`).
     pub max_documents: usize,
     /// Most identities one guard read asks for (one `$in`); a batch with more pending reads
-    /// them in several `find`s. An engine whose `$in` costs more per value as it grows
-    /// (mongo-java-server's is quadratic: 17 µs per value at 100 values, 516 µs at 10,000)
-    /// wants small reads; one that scans the collection for every filter (FerretDB 1.x)
-    /// wants one read per batch, whatever its size.
+    /// them in several `find`s.
     pub max_read_identities: usize,
+    /// Fewest identities one guard read asks for while a batch has more pending. Between the
+    /// two bounds the handle measures what its reads cost and settles on the size cheapest
+    /// per identity: an engine whose `$in` costs more per value as it grows
+    /// (mongo-java-server's is quadratic: 17 µs per value at 100 values, 516 µs at 10,000)
+    /// gets small reads, one that answers from an index (MongoDB) large ones. Equal bounds fix
+    /// the size; on FerretDB 1.x, which scans the collection for every filter, both are
+    /// `usize::MAX`: one read per batch, whatever its size.
+    pub min_read_identities: usize,
 }
 
 pub(crate) const MIB: usize = 1024 * 1024;
@@ -61,7 +66,8 @@ impl Limits {
         max_command_bytes: 8 * MIB,
         max_statements: 16,
         max_documents: 1000,
-        max_read_identities: 500,
+        max_read_identities: 4096,
+        min_read_identities: 16,
     };
 
     /// MongoDB's own: half the 16 MiB command limit for the payload, 10,000 statements
@@ -71,7 +77,8 @@ impl Limits {
         max_command_bytes: 8 * MIB,
         max_statements: 10_000,
         max_documents: 100_000,
-        max_read_identities: 500,
+        max_read_identities: 4096,
+        min_read_identities: 16,
     };
 }
 

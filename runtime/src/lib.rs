@@ -19,6 +19,7 @@ mod raw;
 mod retry;
 mod rfc3339;
 mod sha;
+mod sizing;
 pub mod spec;
 mod stored;
 mod traits;

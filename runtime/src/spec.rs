@@ -588,14 +588,9 @@ impl<'a> IntoFuture for SpecAudit<'a> {
     fn into_future(mut self) -> Self::IntoFuture {
         Box::pin(async move {
             let deployment = crate::Deployment::detect(&self.client).await?;
-            let target = Target {
-                db: self.client.database(&self.db),
-                namespace: format!("{}.{}", self.db, self.name),
-                name: self.name,
-                write_concern: None,
-                sharded: deployment.is_sharded(),
-                deployment,
-            };
+            let sharded = deployment.is_sharded();
+            let db = self.client.database(&self.db);
+            let target = Target::new(db, self.name, None, deployment, sharded);
             let mut report = AuditReport::default();
             let groups = scan_with(&target, self.spec, self.sample, &mut report, |r| {
                 if let Some(p) = self.progress.as_mut() {

@@ -84,6 +84,7 @@ impl Deployment {
             // Every read scans the collection there: one read per batch.
             Engine::FerretDb { .. } => Limits {
                 max_read_identities: usize::MAX,
+                min_read_identities: usize::MAX,
                 ..Limits::SAFE
             },
             Engine::Unknown => Limits::SAFE,
@@ -149,7 +150,8 @@ mod tests {
         };
         let d = Deployment::from_replies(&hello(), Some(&mongo));
         assert_eq!(d.limits().max_statements, 10_000);
-        assert_eq!(d.limits().max_read_identities, 500);
+        assert_eq!(d.limits().max_read_identities, 4096);
+        assert_eq!(d.limits().min_read_identities, 16);
 
         // A failed buildInfo falls back to the safe limits, not to 10,000 statements.
         let d = Deployment::from_replies(&hello(), None);

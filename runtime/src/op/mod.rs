@@ -22,7 +22,10 @@ use mongodb::action::Action;
 use mongodb::options::{ReadPreference, SelectionCriteria};
 use mongodb::{ClientSession, Database};
 
+use std::sync::Arc;
+
 use crate::deployment::Deployment;
+use crate::sizing::ReadSizer;
 
 /// The caller's session, if it gave one; reborrowed for each command.
 pub(crate) type Session<'s> = Option<&'s mut ClientSession>;
@@ -39,9 +42,33 @@ pub(crate) struct Target {
     pub(crate) deployment: Deployment,
     /// Every write filter carries `_nk_identity` (the collection is sharded or partitioned).
     pub(crate) sharded: bool,
+    /// The guard reads' size, measured; shared by the handle's clones.
+    pub(crate) reads: Arc<ReadSizer>,
 }
 
 impl Target {
+    pub(crate) fn new(
+        db: Database,
+        name: String,
+        write_concern: Option<RawDocumentBuf>,
+        deployment: Deployment,
+        sharded: bool,
+    ) -> Self {
+        let limits = deployment.limits();
+        Target {
+            namespace: format!("{}.{name}", db.name()),
+            db,
+            name,
+            write_concern,
+            sharded,
+            reads: Arc::new(ReadSizer::new(
+                limits.min_read_identities,
+                limits.max_read_identities,
+            )),
+            deployment,
+        }
+    }
+
     /// Runs one command on the primary, in the caller's session if any.
     pub(crate) async fn run(
         &self,

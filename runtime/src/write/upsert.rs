@@ -17,6 +17,7 @@
 //! outcomes exact.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use bson::{Bson, RawBson, RawDocumentBuf};
 use ulid::Ulid;
@@ -300,8 +301,11 @@ async fn read(
     mut session: Session<'_>,
 ) -> Result<HashMap<String, StoredIdentity>, Error> {
     let mut stored = HashMap::new();
-    let per_read = target.deployment.limits().max_read_identities.max(1);
-    for part in state.pending.chunks(per_read) {
+    let mut rest = &state.pending[..];
+    while !rest.is_empty() {
+        let size = target.reads.size();
+        let (part, after) = rest.split_at(size.min(rest.len()));
+        rest = after;
         let mut wanted = bson::RawArrayBuf::new();
         for &i in part {
             wanted.push(state.items[i].identity.as_str());
@@ -311,10 +315,12 @@ async fn read(
         let mut filter = RawDocumentBuf::new();
         filter.append(IDENTITY_FIELD, condition);
         let projection = Some(StoredIdentity::PROJECTION);
+        let started = Instant::now();
         let found: Vec<StoredIdentity> =
             op::find(target, filter, projection, session.as_deref_mut())
                 .await
                 .map_err(classify)?;
+        target.reads.record(part.len(), started.elapsed());
         let keyed = found
             .into_iter()
             .filter_map(|d| Some((d.identity.as_ref()?.as_str()?.to_string(), d)));
@@ -815,14 +821,13 @@ mod tests {
             max_bson_object_size: Some(16 * 1024 * 1024),
             max_write_batch_size: Some(100_000),
         };
-        let t = Target {
-            db: client.database("db"),
-            name: "c".into(),
-            namespace: "db.c".into(),
-            write_concern: Some(bson::rawdoc! {"w": "majority"}),
-            deployment: crate::Deployment::from_replies(&hello, None),
-            sharded: false,
-        };
+        let t = Target::new(
+            client.database("db"),
+            "c".into(),
+            Some(bson::rawdoc! {"w": "majority"}),
+            crate::Deployment::from_replies(&hello, None),
+            false,
+        );
         (rt, t)
     }
 
