@@ -315,7 +315,7 @@ impl<'a> Field<'a> {
                 }
             } else if path.is_ident("natural_key") {
                 let r = attr.parse_nested_meta(|meta| {
-                    if meta.path.is_ident("skip_hash") && derive == Derive::NaturalKey {
+                    if meta.path.is_ident("skip_hash") {
                         no_value(cx, &meta, "`#[natural_key(skip_hash)]`")?;
                         out.skip_hash = Some(meta.path.clone());
                         return Ok(());
@@ -323,12 +323,7 @@ impl<'a> Field<'a> {
                     unknown(
                         cx,
                         &meta,
-                        match derive {
-                            Derive::NaturalKey => {
-                                "unknown `natural_key` field option; expected `skip_hash`"
-                            }
-                            Derive::RandomId => "RandomId takes no `natural_key` field options",
-                        },
+                        "unknown `natural_key` field option; expected `skip_hash`",
                     )
                 });
                 if let Err(e) = r {

@@ -219,6 +219,7 @@ pub fn random_id(input: &Container) -> TokenStream {
         quote!(Insert),
         quote!(InsertOutcome),
     );
+    let payload_skip = payload_skip(input);
 
     quote! {
         #[automatically_derived]
@@ -227,6 +228,9 @@ pub fn random_id(input: &Container) -> TokenStream {
                 #id_expr
             }
             #idem_fn
+            fn __payload_skip() -> &'static [&'static str] {
+                &[#(#payload_skip),*]
+            }
         }
 
         #[automatically_derived]
@@ -238,6 +242,22 @@ pub fn random_id(input: &Container) -> TokenStream {
 
         #upsertable
     }
+}
+
+/// The stored names of an event's fields that are not its payload: the `#[id]` and
+/// `#[idempotency_key]` fields and the `skip_hash` ones. Where the stored document is not this
+/// struct's fields under their names (`transparent`, `into`, `remote`), the derive cannot know
+/// them, and names none (`skip_hash` is refused there).
+fn payload_skip(input: &Container) -> Vec<String> {
+    if input.attrs.serde.foreign.is_some() {
+        return Vec::new();
+    }
+    input
+        .fields()
+        .iter()
+        .filter(|f| f.attrs.id || f.attrs.idempotency_key || f.attrs.skip_hash.is_some())
+        .filter_map(|f| input.stored_name(f))
+        .collect()
 }
 
 /// The `Upsertable` impl, `doc.upsert(&coll)`: the handle's `method` (`upsert` or `insert`),

@@ -62,6 +62,13 @@ pub fn derive_natural_key(input: TokenStream) -> TokenStream {
 /// index. It implements `natural_key::Upsertable` too: `event.upsert(&coll)` is
 /// `coll.insert(&event)`, which stores the event once.
 ///
+/// An event whose id or key is already stored with the same payload is already applied; with
+/// another payload it is refused (`natural_key::Error::IdempotencyKeyReused`). The payload is
+/// what serde stores but the `#[id]` and `#[idempotency_key]` fields and the fields marked
+/// `#[natural_key(skip_hash)]` (a `received_at` that each retry sets anew, say), which is
+/// checked as for [`NaturalKey`](derive@NaturalKey): refused on a field serde never stores or
+/// flattens, and in a `transparent`, `into` or `remote` type.
+///
 /// Container attribute: `#[natural_key(crate = "...")]`, as for [`NaturalKey`](derive@NaturalKey).
 #[proc_macro_derive(RandomId, attributes(id, idempotency_key, natural_key))]
 pub fn derive_random_id(input: TokenStream) -> TokenStream {

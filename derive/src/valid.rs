@@ -115,12 +115,17 @@ fn check_stored_name(cx: &mut Ctxt, cont: &Container, field: &Field) {
     cx.error_spanned_by(span, format!("the stored field name {name:?} {problem}"));
 }
 
-/// `skip_hash` leaves a field's stored name out of the content hash, which covers what is
-/// stored; where the derive cannot know that name, or the field is never stored, it refuses
-/// rather than hash something other than the rule says.
+/// `skip_hash` leaves a field's stored name out of what is compared — a NaturalKey type's
+/// content hash, an event's payload — which covers what is stored; where the derive cannot
+/// know that name, or the field is never stored or never compared, it refuses rather than
+/// compare something other than the rule says.
 fn check_skip_hash(cx: &mut Ctxt, cont: &Container, field: &Field) {
     let Some(skip_hash) = &field.attrs.skip_hash else {
         return;
+    };
+    let compared = match cont.derive {
+        Derive::NaturalKey => "the content hash",
+        Derive::RandomId => "an event's payload",
     };
     let serde = &field.attrs.serde;
     if let Some(flatten) = &serde.flatten {
@@ -128,8 +133,8 @@ fn check_skip_hash(cx: &mut Ctxt, cont: &Container, field: &Field) {
             skip_hash,
             format!(
                 "`skip_hash` cannot leave out a `#[serde({})]` field: serde stores its \
-                 entries under their own names, which the derive cannot know, and the content \
-                 hash covers what is stored",
+                 entries under their own names, which the derive cannot know, and \
+                 {compared} covers what is stored",
                 path_text(flatten)
             ),
         );
@@ -139,8 +144,24 @@ fn check_skip_hash(cx: &mut Ctxt, cont: &Container, field: &Field) {
             skip_hash,
             format!(
                 "`skip_hash` is pointless on a `#[serde({})]` field: serde never stores it, \
-                 and the content hash covers only what is stored; remove `skip_hash`",
+                 and {compared} covers only what is stored; remove `skip_hash`",
                 path_text(skip)
+            ),
+        );
+    }
+    let naming = if field.attrs.id {
+        Some("#[id]")
+    } else if field.attrs.idempotency_key {
+        Some("#[idempotency_key]")
+    } else {
+        None
+    };
+    if let Some(which) = naming {
+        cx.error_spanned_by(
+            skip_hash,
+            format!(
+                "`skip_hash` is pointless on the `{which}` field: it names the event and is \
+                 never part of its payload; remove `skip_hash`"
             ),
         );
     }

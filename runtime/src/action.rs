@@ -122,7 +122,9 @@ impl<T: NaturalKey + Send + Sync> Collection<T> {
 
 impl<T: RandomId + Send + Sync> Collection<T> {
     /// Insert once: [`InsertOutcome::Inserted`], or [`InsertOutcome::AlreadyApplied`] when this
-    /// id (or idempotency key) is already stored. Never a second document.
+    /// id (or idempotency key) is already stored with the same payload. Never a second
+    /// document. Stored with another payload, the id or key was reused for another request:
+    /// [`Error::IdempotencyKeyReused`], nothing written.
     ///
     /// ```no_run
     /// # use natural_key::prelude::*;
@@ -133,6 +135,7 @@ impl<T: RandomId + Send + Sync> Collection<T> {
     ///     InsertOutcome::Inserted(_) => {}
     ///     InsertOutcome::AlreadyApplied(_) => {} // a retry whose first attempt landed
     /// }
+    /// // `Err(Error::IdempotencyKeyReused { .. })`: the id or key names another stored click.
     /// # Ok(()) }
     /// ```
     pub fn insert<'a>(&'a self, event: &'a T) -> Insert<'a, T> {
@@ -145,8 +148,10 @@ impl<T: RandomId + Send + Sync> Collection<T> {
     }
 
     /// Insert-once of many events, a batch at a time: one unordered `insert` per batch, then
-    /// — only if some were already stored — one read to tell retries
-    /// ([`BatchReport::already_applied`]) from real conflicts.
+    /// — only if some were already stored — one read of the stored events to tell retries
+    /// ([`BatchReport::already_applied`]) from ids or keys reused for another payload
+    /// ([`Error::IdempotencyKeyReused`] in [`BatchReport::failures`], at the event's index; the
+    /// others are written).
     ///
     /// ```no_run
     /// # use natural_key::prelude::*;

@@ -150,6 +150,56 @@ pub enum Error {
         key: String,
     },
 
+    /// An event's `_id` or `#[idempotency_key]` is already stored for an event with another
+    /// payload: the id or key of one request was reused for a different one (say the same
+    /// request id for another amount). Not transient — the same call is refused again; nothing
+    /// was written for this event. The same payload again is
+    /// [`InsertOutcome::AlreadyApplied`](crate::InsertOutcome::AlreadyApplied).
+    ///
+    /// The payload is every stored field of the event but `_id`, the `#[id]` and
+    /// `#[idempotency_key]` fields, natural-key's own `_nk_*` fields and the
+    /// `#[natural_key(skip_hash)]` fields, compared under the content hash's rules (an `int32`
+    /// equals an `int64` of the same value, field order does not matter); under the same `_id`
+    /// the idempotency keys, where both events have one, must match too (docs/crate.md, "The
+    /// same id, another payload").
+    ///
+    /// ```
+    /// use natural_key_runtime::{Error, Ulid};
+    /// let e = Error::IdempotencyKeyReused {
+    ///     collection: "shop.payments".into(),
+    ///     id: Ulid::nil(),
+    ///     key: Some("req-1".into()),
+    ///     attempted: Ulid::nil(),
+    ///     fields: vec!["amount_cents".into()],
+    /// };
+    /// assert!(!e.is_transient());
+    /// assert!(e.to_string().contains("amount_cents"));
+    /// assert_eq!(e.kind(), "idempotency_key_reused");
+    /// ```
+    #[error(
+        "event {attempted} for `{collection}` reuses the id or idempotency key of the stored \
+         event {id}{key}, whose payload differs in {fields}. An id and an idempotency key name \
+         one request: retry it with the payload first sent, and give a different request a new \
+         id and key. Nothing was written for this event.",
+        key = key_text(key.as_deref()),
+        fields = fields.join(", ")
+    )]
+    IdempotencyKeyReused {
+        /// `database.collection`.
+        collection: String,
+        /// The stored event's id.
+        id: Ulid,
+        /// The stored event's idempotency key, if it has one.
+        key: Option<String>,
+        /// The id of the event refused: the stored one when its `_id` was reused, another
+        /// when only its key was.
+        attempted: Ulid,
+        /// What differs: the stored names of the payload fields whose values differ or that
+        /// only one of the two events holds, in name order; `_nk_idempotency` when the same
+        /// `_id` carries another idempotency key.
+        fields: Vec<String>,
+    },
+
     /// The document's BSON is larger than the engine stores (16 MiB on MongoDB); it was not sent.
     #[error(
         "document {id} in `{collection}` is {bytes} bytes of BSON, over the engine's limit of \
@@ -377,7 +427,7 @@ impl Error {
     /// A short name of the variant, stable across releases: the `kind` label of the
     /// counters of the `metrics` module, and handy in logs. `key`, `serialize`,
     /// `immutable_key_changed`, `contention`, `write_failed`, `unique_index_violation`,
-    /// `document_too_large`, `invalid_field_name`, `index_conflict`, `timeout`,
+    /// `idempotency_key_reused`, `document_too_large`, `invalid_field_name`, `index_conflict`, `timeout`,
     /// `rekey_target_taken`, `prune_skipped`, `prune_refused`, `concurrent_change`,
     /// `unexpected_document`, `transient`, `database`.
     ///
@@ -394,6 +444,7 @@ impl Error {
             Error::Contention { .. } => "contention",
             Error::WriteFailed { .. } => "write_failed",
             Error::UniqueIndexViolation { .. } => "unique_index_violation",
+            Error::IdempotencyKeyReused { .. } => "idempotency_key_reused",
             Error::DocumentTooLarge { .. } => "document_too_large",
             Error::InvalidFieldName { .. } => "invalid_field_name",
             Error::IndexConflict { .. } => "index_conflict",
@@ -416,6 +467,12 @@ impl Error {
             message: message.to_string(),
         }
     }
+}
+
+/// ` (idempotency key "k")` for a message, or nothing for an event without one.
+fn key_text(key: Option<&str>) -> String {
+    key.map(|k| format!(" (idempotency key {k:?})"))
+        .unwrap_or_default()
 }
 
 /// Why a top-level field name cannot be written (see [`Error::InvalidFieldName`]).

@@ -34,8 +34,9 @@ pub enum InsertOutcome {
     /// This call stored the event (perhaps in an attempt whose reply was lost).
     Inserted(Ulid),
     /// The event was already stored by another call — an earlier call with the same value, or
-    /// another writer. Carries the stored id (which differs from the value's own id only when
-    /// the match was on the idempotency key).
+    /// another writer — with the same payload. Carries the stored id (which differs from the
+    /// value's own id only when the match was on the idempotency key). Another payload under
+    /// the id or key is [`Error::IdempotencyKeyReused`](crate::Error::IdempotencyKeyReused).
     AlreadyApplied(Ulid),
 }
 

@@ -1,11 +1,13 @@
 //! The stored form: each document's BSON, id, identity and hashes, built and checked once
 //! before anything is sent.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use bson::RawDocumentBuf;
+use bson::{RawDocument, RawDocumentBuf};
 use ulid::Ulid;
 
+use crate::content::{canonical_hash, ContentHash};
 use crate::error::{Error, FieldNameProblem};
 use crate::names::{HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, RESERVED_PREFIX, WRITE_FIELD};
 use crate::op::Target;
@@ -79,6 +81,8 @@ pub(crate) struct PreparedEvent {
     /// The document to insert: `_id` (the event's ULID as text), the event's fields, its
     /// idempotency key and the token.
     pub(crate) body: RawDocumentBuf,
+    /// The stored names of its fields that are not payload ([`RandomId::__payload_skip`]).
+    pub(crate) skip: &'static [&'static str],
 }
 
 impl PreparedEvent {
@@ -104,8 +108,52 @@ impl PreparedEvent {
             idempotency_key,
             token,
             body,
+            skip: T::__payload_skip(),
         })
     }
+
+    /// How `stored`, an event holding this event's `_id` or idempotency key (`stored_key`, as
+    /// stored), differs from it: the names of the payload fields whose values differ or that
+    /// only one of the two holds, in name order, and [`IDEMPOTENCY_FIELD`] when both carry a
+    /// key and the keys differ (the same `_id` reused for another request). Empty: the same
+    /// event. An `Err` is a stored document that cannot be read, described.
+    pub(crate) fn differences(
+        &self,
+        stored: &RawDocument,
+        stored_key: Option<&str>,
+    ) -> Result<Vec<String>, String> {
+        let ours = payload(&self.body, self.skip).map_err(|e| format!("this event: {e}"))?;
+        let theirs = payload(stored, self.skip)?;
+        let mut names: BTreeSet<&str> = ours.keys().chain(theirs.keys()).copied().collect();
+        names.retain(|name| ours.get(name) != theirs.get(name));
+        if let (Some(ours), Some(theirs)) = (&self.idempotency_key, stored_key) {
+            if ours != theirs {
+                names.insert(IDEMPOTENCY_FIELD);
+            }
+        }
+        Ok(names.into_iter().map(str::to_string).collect())
+    }
+}
+
+/// An event's payload, by stored name: every top-level field but `_id`, natural-key's own
+/// (`_nk_*`) and `skip`, each with the canonical hash of its value. The content hash's rules
+/// decide what is the same value (an `int32` and an `int64` of one number, `-0.0` and `0.0`, a
+/// nested document's fields in any order); what is compared is the stored BSON, the same on
+/// both sides, so an event stored by any version of natural-key — or by other code — compares.
+fn payload<'a>(
+    doc: &'a RawDocument,
+    skip: &[&str],
+) -> Result<BTreeMap<&'a str, ContentHash>, String> {
+    let mut fields = BTreeMap::new();
+    for element in doc {
+        let (name, value) = element.map_err(|e| e.to_string())?;
+        if name == "_id" || name.starts_with(RESERVED_PREFIX) || skip.contains(&name) {
+            continue;
+        }
+        let hash = canonical_hash(&value).map_err(|e| format!("field {name:?}: {e}"))?;
+        fields.insert(name, hash);
+    }
+    Ok(fields)
 }
 
 fn check_size(target: &Target, id: Ulid, bytes: usize) -> Result<(), Error> {
@@ -289,6 +337,45 @@ pub(crate) fn struct_fields<T: serde::de::DeserializeOwned>() -> Option<&'static
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bson::rawdoc;
+
+    /// The payload comparison: the content hash's equalities hold, the names that are not
+    /// payload are ignored, anything else that differs is named.
+    #[test]
+    fn payloads_compare_under_the_content_hash_rules() {
+        let ours = PreparedEvent {
+            id: Ulid::nil(),
+            idempotency_key: Some("k".into()),
+            token: "mine".into(),
+            body: rawdoc! {
+                "_id": "A", "id": "A", "amount": 1i64, "ratio": -0.0f64, "nan": f64::NAN,
+                "lines": { "a": 1i64, "b": [1i64, 2i64] }, "received_at": 1i64,
+                "_nk_idempotency": "k", "_nk_write": "mine",
+            },
+            skip: &["id", "received_at"],
+        };
+        let same = rawdoc! {
+            "lines": { "b": [1i32, 2i64], "a": 1i32 }, "nan": -f64::NAN, "ratio": 0.0f64,
+            "amount": 1i32, "_id": "B", "id": "B", "received_at": 2i64, "_nk_other": 1i32,
+        };
+        assert_eq!(ours.differences(&same, Some("k")), Ok(vec![]));
+        assert_eq!(ours.differences(&same, None), Ok(vec![]), "no stored key");
+        assert_eq!(
+            ours.differences(&same, Some("other")),
+            Ok(vec![IDEMPOTENCY_FIELD.to_string()])
+        );
+        let mut other = rawdoc! {
+            "lines": { "a": 1i32, "b": [2i64, 1i64] }, "nan": f64::NAN, "ratio": 0.0f64,
+            "amount": 1.0f64, "extra": bson::RawBson::Null,
+        };
+        assert_eq!(
+            ours.differences(&other, Some("k")),
+            Ok(vec!["amount".into(), "extra".into(), "lines".into()]),
+            "a double is not an integer, sequences keep their order, a null is a value"
+        );
+        other.append("received_at", "later");
+        assert_eq!(ours.differences(&other, Some("k")).map(|d| d.len()), Ok(3));
+    }
 
     /// A repeated name is found wherever its twin stands, below, at and beyond the names
     /// gathered on the stack; distinct names pass.

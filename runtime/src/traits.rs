@@ -102,6 +102,15 @@ pub trait RandomId: Indexes + Serialize {
     fn __idempotency_key(&self) -> Result<Option<String>, KeyError> {
         Ok(None)
     }
+
+    /// The stored names of the fields that are not part of the event's payload — the `#[id]`
+    /// and `#[idempotency_key]` fields and the `#[natural_key(skip_hash)]` ones — beside `_id`
+    /// and natural-key's own fields, which never are: a retry that sets them anew is the same
+    /// event.
+    #[doc(hidden)]
+    fn __payload_skip() -> &'static [&'static str] {
+        &[]
+    }
 }
 
 /// The indexes a type needs; both derives implement it.

@@ -69,6 +69,8 @@ struct RandomIdFieldOptions {
     #[serde(rename = "_id")]
     id: natural_key::Ulid,
     #[natural_key(skip_hash)]
+    received_at: i64,
+    #[natural_key(skip_payload)]
     page: String,
 }
 

@@ -5,7 +5,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::{encode, parse, Session, Target};
-use crate::names::{HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, WRITE_FIELD};
+use crate::names::{HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
 
 /// What the guard reads of a stored [`NaturalKey`](crate::NaturalKey) document. Field names
 /// are the frozen stored names (`IDENTITY_FIELD`, `HASH_FIELD`, `WRITE_FIELD`).
@@ -26,7 +26,8 @@ impl StoredIdentity {
         &["_id", IDENTITY_FIELD, HASH_FIELD, WRITE_FIELD];
 }
 
-/// What the already-applied check reads of a stored event.
+/// What the already-applied check reads first of a stored event (it reads the whole document,
+/// whose payload it compares).
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct StoredEvent {
     #[serde(rename = "_id")]
@@ -35,10 +36,6 @@ pub(crate) struct StoredEvent {
     pub(crate) idempotency_key: Option<Bson>,
     #[serde(rename = "_nk_write", default)]
     pub(crate) token: Option<Bson>,
-}
-
-impl StoredEvent {
-    pub(crate) const PROJECTION: &'static [&'static str] = &["_id", IDEMPOTENCY_FIELD, WRITE_FIELD];
 }
 
 #[derive(Deserialize)]

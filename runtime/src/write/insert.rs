@@ -1,5 +1,6 @@
 //! Insert-once of events — one or a batch: one unordered `insert`, then, only if some were
-//! refused as duplicates, one read to tell retries (already applied) from real conflicts.
+//! refused as duplicates, one read of the stored events holding their ids or keys, to tell
+//! retries (the same payload: already applied) from an id or key reused for another request.
 
 use std::collections::HashMap;
 
@@ -58,32 +59,11 @@ async fn insert_batch(
         if duplicates.is_empty() {
             break;
         }
-        let (by_id, by_key) = read(target, events, &duplicates, session.as_deref_mut()).await?;
+        let found = read(target, events, &duplicates, session.as_deref_mut()).await?;
         pending.clear();
         for (k, unnamed) in duplicates {
-            let p = events[k];
-            let stored = if let Some(token) = by_id.get(&p.id.to_string()) {
-                // Our token: the document is the one this call sent, in an attempt whose reply
-                // was lost. Another's: the same event, stored by another write.
-                if token.as_deref() == Some(p.token.as_str()) {
-                    results[k] = Some(Ok(InsertOutcome::Inserted(p.id)));
-                    continue;
-                }
-                Some(p.id)
-            } else {
-                p.idempotency_key
-                    .as_ref()
-                    .and_then(|key| by_key.get(key))
-                    .copied()
-            };
-            match stored {
-                Some(id) => results[k] = Some(Ok(InsertOutcome::AlreadyApplied(id))),
-                // Refused by an unnamed index, and neither its id nor its key is stored: the
-                // index is the user's.
-                None if unnamed.is_some() => {
-                    let message = unnamed.unwrap_or_default();
-                    results[k] = Some(Err(unnamed_violation(target, p.id, message)))
-                }
+            match found.settle(target, events[k], unnamed) {
+                Some(result) => results[k] = Some(result),
                 // Refused as a duplicate yet not found: deleted in between. Insert again.
                 None => pending.push(k),
             }
@@ -147,14 +127,75 @@ async fn send_events(
     Ok(duplicates)
 }
 
-/// One read: which of the refused events are stored, by id (with the stored token) or by
-/// idempotency key.
+/// What the read after a round's duplicates found: the stored events holding a refused
+/// event's `_id` or idempotency key, whole, since telling a retry from a reused key compares
+/// their payloads.
+struct Found {
+    events: Vec<Stored>,
+    /// Index into `events` by stored `_id` (as text).
+    by_id: HashMap<String, usize>,
+    /// Index into `events`, and the stored `_id`, by idempotency key.
+    by_key: HashMap<String, (Ulid, usize)>,
+}
+
+/// One stored event the read found.
+struct Stored {
+    key: Option<String>,
+    /// The token of the write that stored it (`None` for an event written before 0.3).
+    token: Option<String>,
+    doc: RawDocumentBuf,
+}
+
+impl Found {
+    /// The outcome of `p`, refused as a duplicate (`unnamed`: by an index the engine did not
+    /// name, with its message); `None` when neither its id nor its key is stored.
+    fn settle(
+        &self,
+        target: &Target,
+        p: &PreparedEvent,
+        unnamed: Option<String>,
+    ) -> Option<Result<InsertOutcome, Error>> {
+        let (id, stored) = if let Some(&i) = self.by_id.get(&p.id.to_string()) {
+            let stored = &self.events[i];
+            // Our token: the document is the one this call sent, in an attempt whose reply
+            // was lost. Another's: stored by another write — of this event, or of another
+            // request under the same id, which its payload tells.
+            if stored.token.as_deref() == Some(p.token.as_str()) {
+                return Some(Ok(InsertOutcome::Inserted(p.id)));
+            }
+            (p.id, stored)
+        } else if let Some(&(id, i)) = p.idempotency_key.as_ref().and_then(|k| self.by_key.get(k)) {
+            (id, &self.events[i])
+        } else {
+            // Refused by an unnamed index, and neither its id nor its key is stored: the
+            // index is the user's.
+            return unnamed.map(|message| Err(unnamed_violation(target, p.id, message)));
+        };
+        Some(match p.differences(&stored.doc, stored.key.as_deref()) {
+            Ok(fields) if fields.is_empty() => Ok(InsertOutcome::AlreadyApplied(id)),
+            Ok(fields) => Err(Error::IdempotencyKeyReused {
+                collection: target.namespace.clone(),
+                id,
+                key: stored.key.clone(),
+                attempted: p.id,
+                fields,
+            }),
+            Err(message) => Err(Error::UnexpectedDocument {
+                collection: target.namespace.clone(),
+                message: format!("the stored event {id} cannot be compared: {message}"),
+            }),
+        })
+    }
+}
+
+/// One read: the stored events holding the `_id` or the idempotency key of a refused event,
+/// whole documents.
 async fn read(
     target: &Target,
     events: &[&PreparedEvent],
     duplicates: &[(usize, Option<String>)],
     session: Session<'_>,
-) -> Result<(HashMap<String, Option<String>>, HashMap<String, Ulid>), Error> {
+) -> Result<Found, Error> {
     let mut ids = RawArrayBuf::new();
     let mut keys = RawArrayBuf::new();
     for &(k, _) in duplicates {
@@ -175,27 +216,48 @@ async fn read(
     or.push(either(IDEMPOTENCY_FIELD, keys));
     let mut filter = RawDocumentBuf::new();
     filter.append("$or", or);
-    let found: Vec<StoredEvent> = op::find(target, filter, Some(StoredEvent::PROJECTION), session)
+    let docs: Vec<RawDocumentBuf> = op::find(target, filter, None, session)
         .await
         .map_err(classify)?;
-    let mut by_id = HashMap::new();
-    let mut by_key = HashMap::new();
-    for d in found {
-        let Bson::String(id) = d.id else { continue };
-        if let Some(Bson::String(key)) = d.idempotency_key {
-            let parsed = id.parse::<Ulid>().map_err(|_| Error::UnexpectedDocument {
-                collection: target.namespace.clone(),
-                message: format!(
-                    "_id {id} of the event with idempotency key {key:?} is not a ULID"
-                ),
-            })?;
-            by_key.insert(key, parsed);
-        }
-        let token = match d.token {
-            Some(Bson::String(target)) => Some(target),
+    index(target, docs)
+}
+
+/// The read's documents, indexed by `_id` and by idempotency key.
+fn index(target: &Target, docs: Vec<RawDocumentBuf>) -> Result<Found, Error> {
+    let unexpected = |message: String| Error::UnexpectedDocument {
+        collection: target.namespace.clone(),
+        message,
+    };
+    let mut found = Found {
+        events: Vec::with_capacity(docs.len()),
+        by_id: HashMap::new(),
+        by_key: HashMap::new(),
+    };
+    for doc in docs {
+        let head: StoredEvent = bson::from_slice(doc.as_bytes())
+            .map_err(|e| unexpected(format!("a stored event cannot be read: {e}")))?;
+        let Bson::String(id) = head.id else { continue };
+        let text = |b: Option<Bson>| match b {
+            Some(Bson::String(s)) => Some(s),
             _ => None,
         };
-        by_id.insert(id, token);
+        let key = text(head.idempotency_key);
+        if let Some(key) = &key {
+            let parsed = id.parse::<Ulid>().map_err(|_| {
+                unexpected(format!(
+                    "_id {id} of the event with idempotency key {key:?} is not a ULID"
+                ))
+            })?;
+            found
+                .by_key
+                .insert(key.clone(), (parsed, found.events.len()));
+        }
+        found.by_id.insert(id, found.events.len());
+        found.events.push(Stored {
+            key,
+            token: text(head.token),
+            doc,
+        });
     }
-    Ok((by_id, by_key))
+    Ok(found)
 }
