@@ -219,8 +219,10 @@ pub struct Key {
 /// The attributes of one field, as written.
 pub struct Field<'a> {
     pub key: Option<Key>,
-    /// `#[natural_key(skip_hash)]`, as written.
+    /// `#[natural_key(skip_hash)]`, as written; `#[natural_key(relative)]` implies it.
     pub skip_hash: Option<Path>,
+    /// `#[natural_key(relative)]`, as written.
+    pub relative: Option<Path>,
     pub id: bool,
     pub idempotency_key: bool,
     /// Attributes of the other derive (`#[key]` under RandomId, `#[id]` and
@@ -280,6 +282,7 @@ impl<'a> Field<'a> {
         let mut out = Field {
             key: None,
             skip_hash: None,
+            relative: None,
             id: false,
             idempotency_key: false,
             other_derive: Vec::new(),
@@ -320,10 +323,25 @@ impl<'a> Field<'a> {
                         out.skip_hash = Some(meta.path.clone());
                         return Ok(());
                     }
+                    if meta.path.is_ident("relative") && derive == Derive::NaturalKey {
+                        no_value(cx, &meta, "`#[natural_key(relative)]`")?;
+                        out.relative = Some(meta.path.clone());
+                        // Changed by relative updates, not by the content: never hashed.
+                        out.skip_hash.get_or_insert_with(|| meta.path.clone());
+                        return Ok(());
+                    }
                     unknown(
                         cx,
                         &meta,
-                        "unknown `natural_key` field option; expected `skip_hash`",
+                        match derive {
+                            Derive::NaturalKey => {
+                                "unknown `natural_key` field option; expected `skip_hash` or \
+                                 `relative`"
+                            }
+                            Derive::RandomId => {
+                                "unknown `natural_key` field option; expected `skip_hash`"
+                            }
+                        },
                     )
                 });
                 if let Err(e) = r {

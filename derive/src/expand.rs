@@ -36,6 +36,7 @@ pub fn natural_key(input: &Container) -> TokenStream {
         quote!(UpsertOutcome),
     );
 
+    let relative = relative_fields(input);
     quote! {
         #[automatically_derived]
         impl #impl_g #p::WriteKey for #ident #ty_g #where_clause {
@@ -54,6 +55,7 @@ pub fn natural_key(input: &Container) -> TokenStream {
             fn __timestamp_ms(&self) -> #p::Result<u64, #krate::KeyError> {
                 #p::check_timestamp(#ts_name, #ts_millis)
             }
+            #relative
             #content
         }
 
@@ -164,6 +166,27 @@ fn content_hash(input: &Container, p: &TokenStream, krate: &TokenStream) -> Toke
             }
         }
     }
+}
+
+/// The stored names of the `#[natural_key(relative)]` fields, where there are any.
+fn relative_fields(input: &Container) -> Option<TokenStream> {
+    let names: Vec<String> = input
+        .fields()
+        .iter()
+        .filter(|f| f.attrs.relative.is_some())
+        .map(|f| {
+            input
+                .stored_name(f)
+                .expect("validated: a stored relative field")
+        })
+        .collect();
+    (!names.is_empty()).then(|| {
+        quote! {
+            fn __relative_fields() -> &'static [&'static str] {
+                &[#(#names),*]
+            }
+        }
+    })
 }
 
 /// The implementations of a valid RandomId container.

@@ -74,6 +74,13 @@ fn check_field(cx: &mut Ctxt, field: &Field) {
             );
         }
     }
+    if let (Some(relative), Some(_)) = (&attrs.relative, &attrs.key) {
+        cx.error_spanned_by(
+            relative,
+            "a `#[key]` field identifies the document and never changes; `relative` marks a \
+             field that relative updates change",
+        );
+    }
     if attrs.id && attrs.idempotency_key {
         cx.error_spanned_by(
             field.ident,

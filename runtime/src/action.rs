@@ -13,7 +13,7 @@ use tracing::Instrument;
 use crate::collection::Collection;
 use crate::error::Error;
 use crate::metrics;
-use crate::outcome::{BatchError, BatchReport, Counted, InsertOutcome, UpsertOutcome};
+use crate::outcome::{BatchError, BatchReport, InsertOutcome, Label, UpsertOutcome};
 use crate::retry::RetryPolicy;
 use crate::stored::{Prepared, PreparedEvent};
 use crate::traits::{NaturalKey, RandomId};
@@ -22,7 +22,7 @@ use crate::write::insert::EventWriter;
 use crate::write::mode::WriteMode;
 use crate::write::upsert::GuardedWriter;
 
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 impl<T: NaturalKey + Send + Sync> Collection<T> {
     /// The guarded upsert of one document: insert, update or leave alone, never fork.
@@ -197,7 +197,7 @@ impl<T: RandomId + Send + Sync> Collection<T> {
 }
 
 /// What a single write returns, into its span and the metrics.
-fn record<O: Counted + std::fmt::Display>(
+pub(crate) fn record<O: Label + std::fmt::Display>(
     collection: &str,
     operation: &'static str,
     result: &Result<O, Error>,
@@ -244,6 +244,7 @@ macro_rules! common_options {
         }
     };
 }
+pub(crate) use common_options;
 
 impl<'a, T: NaturalKey + Send + Sync> Upsert<'a, T> {
     common_options!(retry);

@@ -143,6 +143,13 @@ impl Deployment {
     /// decode the whole collection per statement: 200 statements over 2,000 documents took
     /// 7.1–9.9 s filtered by `{_id, _nk_hash}`, 0.58–0.62 s by `{_id}` (docs/performance.md).
     pub(crate) fn compares_hash_in_update_filter(&self) -> bool {
+        self.atomic_update_filters()
+    }
+
+    /// Whether an `update` checks its filter in the same step as its write. FerretDB 1.x reads
+    /// the matching documents, then writes each back whole: a concurrent update that read the
+    /// same version overwrites this one, filter or not.
+    pub(crate) fn atomic_update_filters(&self) -> bool {
         !matches!(self.engine, Engine::FerretDb { .. })
     }
 

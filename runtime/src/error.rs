@@ -350,6 +350,91 @@ pub enum Error {
         id: String,
     },
 
+    /// [`Collection::apply`](crate::Collection::apply) found no document with the id: a
+    /// relative update changes a stored document and never creates one. Upsert the document
+    /// first. Not transient; nothing was written.
+    ///
+    /// ```
+    /// let e = natural_key_runtime::Error::DocumentNotFound {
+    ///     collection: "shop.items".into(),
+    ///     id: natural_key_runtime::Ulid::nil(),
+    /// };
+    /// assert!(!e.is_transient());
+    /// ```
+    #[error(
+        "no document {id} in `{collection}`: a relative update changes a stored document and \
+         never creates one; upsert it first. Nothing was written."
+    )]
+    DocumentNotFound {
+        /// `database.collection`.
+        collection: String,
+        /// The id asked for.
+        id: Ulid,
+    },
+
+    /// The same key was already used with another payload: an event whose `_id` or
+    /// idempotency key is stored with other content, or an operation that document `id`
+    /// records with another change or time. The stored one stays; nothing was written. A key
+    /// names one request: give a different request its own key. Not transient.
+    ///
+    /// ```
+    /// let e = natural_key_runtime::Error::OperationReused {
+    ///     collection: "shop.items".into(),
+    ///     id: natural_key_runtime::Ulid::nil(),
+    ///     op: "order-1042".into(),
+    /// };
+    /// assert!(e.to_string().contains("order-1042"));
+    /// ```
+    #[error(
+        "operation {op:?} is recorded on document {id} in `{collection}` with another change \
+         or time: one operation id names one change; give a different change its own id. \
+         Nothing was written."
+    )]
+    OperationReused {
+        /// `database.collection`.
+        collection: String,
+        /// The document.
+        id: Ulid,
+        /// The operation key.
+        op: String,
+    },
+
+    /// The operation's time is at or before the newest one pruned from document `id`'s record
+    /// of applied operations, so whether it was applied can no longer be told, and it is refused rather than risk applying it
+    /// twice. Nothing was written. Keep more with [`Apply::retain`](crate::Apply::retain), or
+    /// retry sooner. Not transient.
+    #[error(
+        "operation {op:?} at {at_ms} ms is not newer than the operations pruned from document \
+         {id}'s record in `{collection}` (up to {pruned_to_ms} ms): whether it was applied \
+         cannot be told, so it is refused. Nothing was written; retain more operations \
+         (Apply::retain) or retry sooner."
+    )]
+    OperationExpired {
+        /// `database.collection`.
+        collection: String,
+        /// The document.
+        id: Ulid,
+        /// The operation key.
+        op: String,
+        /// The operation's time.
+        at_ms: i64,
+        /// The newest time pruned from the record.
+        pruned_to_ms: i64,
+    },
+
+    /// A relative update or its operation id that cannot be applied as given: a path into a
+    /// field not marked `#[natural_key(relative)]` or one of natural-key's own, a segment that
+    /// would read as a path or an operator, the same path twice, an operation key that is
+    /// empty, too long or holds a NUL, a time out of range, or `WriteMode::Replace` on a type
+    /// with relative fields. Not transient; nothing was sent.
+    #[error("invalid relative update for `{collection}`: {message}. Nothing was sent.")]
+    InvalidChange {
+        /// `database.collection`.
+        collection: String,
+        /// What is wrong, and what to do.
+        message: String,
+    },
+
     /// A stored document has a shape natural-key does not expect (e.g. a non-string `_id`).
     #[error("unexpected stored document in `{collection}`: {message}")]
     UnexpectedDocument {
@@ -429,7 +514,8 @@ impl Error {
     /// `immutable_key_changed`, `contention`, `write_failed`, `unique_index_violation`,
     /// `idempotency_key_reused`, `document_too_large`, `invalid_field_name`, `index_conflict`, `timeout`,
     /// `rekey_target_taken`, `prune_skipped`, `prune_refused`, `concurrent_change`,
-    /// `unexpected_document`, `transient`, `database`.
+    /// `unexpected_document`, `document_not_found`, `operation_reused`, `operation_expired`,
+    /// `invalid_change`, `transient`, `throttled`, `database`.
     ///
     /// ```
     /// use natural_key_runtime::{Error, KeyError};
@@ -455,6 +541,10 @@ impl Error {
             Error::PruneRefused { .. } => "prune_refused",
             Error::ConcurrentChange { .. } => "concurrent_change",
             Error::UnexpectedDocument { .. } => "unexpected_document",
+            Error::DocumentNotFound { .. } => "document_not_found",
+            Error::OperationReused { .. } => "operation_reused",
+            Error::OperationExpired { .. } => "operation_expired",
+            Error::InvalidChange { .. } => "invalid_change",
             Error::Transient(_) => "transient",
             Error::Throttled { .. } => "throttled",
             Error::Database(_) => "database",

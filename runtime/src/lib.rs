@@ -16,6 +16,7 @@ mod names;
 mod op;
 mod outcome;
 mod raw;
+mod relative;
 mod retry;
 mod rfc3339;
 mod sha;
@@ -40,10 +41,11 @@ pub use maintain::prune::{Prune, PruneReport, SyncReport, DEFAULT_MAX_PRUNE_FRAC
 pub use maintain::rekey::{Rekey, RekeyOutcome};
 pub use maintain::DEFAULT_SAMPLE;
 pub use names::{
-    HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD,
-    RESERVED_PREFIX, WRITE_FIELD,
+    HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, OPS_FIELD,
+    OPS_PRUNED_TO_FIELD, RESERVED_PREFIX, WRITE_FIELD,
 };
 pub use outcome::{BatchError, BatchReport, InsertOutcome, UpsertOutcome};
+pub use relative::{Apply, ApplyOutcome, Change, FieldPath, OpId, DEFAULT_RETAINED_OPERATIONS};
 pub use retry::{RetryPolicy, DEFAULT_ATTEMPT_TIMEOUT};
 pub use traits::{NaturalKey, RandomId};
 pub use upsertable::{UpsertBuilder, Upsertable, WriteOutcome};

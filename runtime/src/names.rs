@@ -21,6 +21,17 @@ pub const LEGACY_IDS_FIELD: &str = "_nk_legacy_ids";
 /// completes (or, by adopt, is undone) on the next run.
 pub const MOVED_TO_FIELD: &str = "_nk_moved_to";
 
+/// Field holding a document's record of applied relative-update operations: an array of
+/// `{o: key, t: time in ms (int64), h: hex content hash of the change}`, in the order applied.
+pub const OPS_FIELD: &str = "_nk_ops";
+/// Field holding the newest operation time (ms, int64) pruned from [`OPS_FIELD`]: an operation
+/// at or before it is refused, since whether it was applied cannot be told.
+pub const OPS_PRUNED_TO_FIELD: &str = "_nk_ops_pruned_to";
+/// The keys of one [`OPS_FIELD`] entry: operation key, time, change hash.
+pub(crate) const OP_KEY: &str = "o";
+pub(crate) const OP_TIME: &str = "t";
+pub(crate) const OP_HASH: &str = "h";
+
 /// The unique index on [`IDENTITY_FIELD`].
 pub(crate) const IDENTITY_INDEX: &str = "nk_identity";
 /// The unique index on [`IDEMPOTENCY_FIELD`].
@@ -55,6 +66,10 @@ mod tests {
                 "_nk_write",
                 "_nk_idempotency"
             ]
+        );
+        assert_eq!(
+            [OPS_FIELD, OPS_PRUNED_TO_FIELD, OP_KEY, OP_TIME, OP_HASH],
+            ["_nk_ops", "_nk_ops_pruned_to", "o", "t", "h"]
         );
         assert_eq!(
             [LEGACY_IDS_FIELD, MOVED_TO_FIELD],

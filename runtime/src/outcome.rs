@@ -138,17 +138,29 @@ impl BatchReport {
     }
 }
 
-/// One outcome, counted into a [`BatchReport`].
-pub(crate) trait Counted {
-    fn count(self, report: &mut BatchReport);
-    /// Its name, as its `Display` and the metrics' `outcome` label spell it.
+/// An outcome's name, as its `Display` and the metrics' `outcome` label spell it.
+pub(crate) trait Label {
     fn as_str(&self) -> &'static str;
 }
 
-impl Counted for UpsertOutcome {
+/// One outcome, counted into a [`BatchReport`].
+pub(crate) trait Counted: Label {
+    fn count(self, report: &mut BatchReport);
+}
+
+impl Label for crate::relative::ApplyOutcome {
+    fn as_str(&self) -> &'static str {
+        crate::relative::ApplyOutcome::as_str(self)
+    }
+}
+
+impl Label for UpsertOutcome {
     fn as_str(&self) -> &'static str {
         UpsertOutcome::as_str(self)
     }
+}
+
+impl Counted for UpsertOutcome {
     fn count(self, r: &mut BatchReport) {
         match self {
             UpsertOutcome::Inserted(_) => r.inserted += 1,
@@ -158,10 +170,13 @@ impl Counted for UpsertOutcome {
     }
 }
 
-impl Counted for InsertOutcome {
+impl Label for InsertOutcome {
     fn as_str(&self) -> &'static str {
         InsertOutcome::as_str(self)
     }
+}
+
+impl Counted for InsertOutcome {
     fn count(self, r: &mut BatchReport) {
         match self {
             InsertOutcome::Inserted(_) => r.inserted += 1,

@@ -30,6 +30,18 @@ pub(crate) struct Prepared {
     /// The stored fields but `_id`: the document, its identity and its hash — built once;
     /// commands copy it without a `Document` tree in between.
     pub(crate) body: RawDocumentBuf,
+    /// For a type with `#[natural_key(relative)]` fields, the body an update writes: without
+    /// them, which relative updates own once the document exists (an insert writes `body`).
+    pub(crate) update_body: Option<RawDocumentBuf>,
+    /// Those fields' stored names.
+    pub(crate) relative: &'static [&'static str],
+}
+
+impl Prepared {
+    /// What an update of the stored document writes.
+    pub(crate) fn update_body(&self) -> &RawDocumentBuf {
+        self.update_body.as_ref().unwrap_or(&self.body)
+    }
 }
 
 impl Prepared {
@@ -45,6 +57,25 @@ impl Prepared {
         body.append(IDENTITY_FIELD, identity.as_str());
         body.append(HASH_FIELD, hash.as_str());
         check_size(target, id, body.as_bytes().len() + ID_BYTES + TOKEN_BYTES)?;
+        let relative = T::__relative_fields();
+        let update_body = (!relative.is_empty())
+            .then(|| {
+                let mut b = RawDocumentBuf::new();
+                for element in body.iter_elements() {
+                    let element = element.map_err(Error::serialize::<T>)?;
+                    if !relative.contains(&element.key()) {
+                        b.append(
+                            element.key(),
+                            element
+                                .value()
+                                .map_err(Error::serialize::<T>)?
+                                .to_raw_bson(),
+                        );
+                    }
+                }
+                Ok::<_, Error>(b)
+            })
+            .transpose()?;
         Ok(Prepared {
             id,
             id_text: id.to_string(),
@@ -52,6 +83,8 @@ impl Prepared {
             hash,
             hash_v1,
             body,
+            update_body,
+            relative,
         })
     }
 }

@@ -30,6 +30,17 @@ use crate::key::{self, WriteKey};
 /// # Ok::<(), natural_key::Error>(())
 /// ```
 pub trait NaturalKey: WriteKey + Indexes + Serialize {
+    /// The stored names of the `#[natural_key(relative)]` fields: written by
+    /// [`Collection::apply`](crate::Collection::apply), by an upsert only when it creates the
+    /// document, and left out of the content hash.
+    #[doc(hidden)]
+    fn __relative_fields() -> &'static [&'static str]
+    where
+        Self: Sized,
+    {
+        &[]
+    }
+
     /// The `#[key(timestamp)]` field in Unix ms, range-checked.
     #[doc(hidden)]
     fn __timestamp_ms(&self) -> Result<u64, KeyError>;

@@ -10,6 +10,7 @@
 //!   fallback, the refusal of an index the engine did not name); [`mode`]: how a changed
 //!   document is written.
 
+pub(crate) mod apply;
 pub(crate) mod batch;
 pub(crate) mod decide;
 pub(crate) mod insert;

@@ -446,7 +446,7 @@ fn statement(
         filter.append(HASH_FIELD, RawBson::try_from(hash).map_err(serialize)?);
     }
     let body = raw::doc(&[
-        ("", Value::Fields(raw::fields(&p.body))),
+        ("", Value::Fields(raw::fields(p.update_body()))),
         (WRITE_FIELD, Value::Str(token)),
     ])
     .map_err(serialize)?;
@@ -460,7 +460,7 @@ fn statement(
             // A name the body could not carry is no field of ours to unset (`a.b` would be a
             // path into another field).
             for f in call.fields.unwrap_or_default() {
-                let ours = name_problem(f, true).is_none();
+                let ours = name_problem(f, true).is_none() && !p.relative.contains(f);
                 if ours && !matches!(p.body.get(f), Ok(Some(_))) {
                     unset.append(*f, "");
                 }
@@ -469,6 +469,17 @@ fn statement(
                 u.append("$unset", unset);
             }
             u
+        }
+        // A replacement would reset what relative updates changed, and drop their record.
+        WriteMode::Replace if !p.relative.is_empty() => {
+            return Err(Error::InvalidChange {
+                collection: call.target.namespace.clone(),
+                message: format!(
+                    "document {} has `#[natural_key(relative)]` fields ({:?}): WriteMode::Replace \
+                     would reset them and drop the record of applied operations; use Merge",
+                    p.id, p.relative
+                ),
+            })
         }
         WriteMode::Replace => body,
     };

@@ -1,0 +1,359 @@
+//! A relative update applied at most once per operation: the change and the operation's
+//! record in one single-document `update`, whose filter admits it only while the document
+//! does not record the operation and the operation is newer than everything pruned from the
+//! record. A statement that matches nothing is explained by one read: applied already, reused
+//! with another change, too old, a record due for pruning, or no document.
+
+use bson::{doc, Document, RawDocumentBuf};
+use serde::Deserialize;
+use ulid::Ulid;
+
+use super::rounds::MAX_ROUNDS;
+use super::send::{send, Verdict};
+use crate::error::{classify, Error};
+use crate::names::{OPS_FIELD, OPS_PRUNED_TO_FIELD, OP_HASH, OP_KEY, OP_TIME, RESERVED_PREFIX};
+use crate::op::{self, Command, Session, Target};
+use crate::relative::{operators, Apply, ApplyOutcome};
+use crate::retry::Attempts;
+
+/// The longest operation key: a record entry stays small.
+const MAX_KEY_BYTES: usize = 512;
+
+/// One validated relative update, ready to send.
+#[derive(Debug)]
+pub(crate) struct Update {
+    key: String,
+    at: i64,
+    /// Content hash (v2 rules) of the change's operators: the payload an operation id names.
+    hash: String,
+    /// The change's operators and the record's `$push`.
+    operators: Document,
+    retain: usize,
+}
+
+impl Update {
+    pub(crate) fn of<T: Send + Sync>(
+        target: &Target,
+        relative: &[&str],
+        apply: &Apply<'_, T>,
+    ) -> Result<Self, Error> {
+        let (op, change, retain) = apply.parts();
+        let invalid = |message: String| Error::InvalidChange {
+            collection: target.namespace.clone(),
+            message,
+        };
+        check_key(op.key()).map_err(&invalid)?;
+        let at = i64::try_from(op.at_millis())
+            .ok()
+            .filter(|ms| (0..=crate::key::MAX_TIMESTAMP_MS as i64).contains(ms))
+            .ok_or_else(|| {
+                invalid(format!(
+                    "operation {:?} has time {} ms, outside 1970..=MAX_TIMESTAMP_MS",
+                    op.key(),
+                    op.at_millis()
+                ))
+            })?;
+        let mut seen: Vec<String> = Vec::new();
+        for (_, path, _) in &change.parts {
+            check_path(path.segments(), relative).map_err(&invalid)?;
+            let joined = path.segments().join(".");
+            if seen.contains(&joined) {
+                return Err(invalid(format!(
+                    "the change names `{joined}` twice; one update changes a field once"
+                )));
+            }
+            seen.push(joined);
+        }
+        let mut operators = operators(change);
+        let hash = crate::content::content_hash_v2(&operators, &[])?.to_string();
+        let entry = doc! {OP_KEY: op.key(), OP_TIME: at, OP_HASH: &hash};
+        operators.insert("$push", doc! {OPS_FIELD: entry});
+        Ok(Update {
+            key: op.key().to_string(),
+            at,
+            hash,
+            operators,
+            retain,
+        })
+    }
+}
+
+fn check_key(key: &str) -> Result<(), String> {
+    if key.is_empty() {
+        Err("the operation key is empty".into())
+    } else if key.len() > MAX_KEY_BYTES {
+        Err(format!(
+            "the operation key is {} bytes; at most {MAX_KEY_BYTES}",
+            key.len()
+        ))
+    } else if let Some(at) = key.find('\0') {
+        Err(format!(
+            "the operation key {key:?} holds a NUL at byte {at}"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// Each segment is data: a name or an index, never a path or an operator; the first is a
+/// relative field of the type.
+fn check_path(segments: &[String], relative: &[&str]) -> Result<(), String> {
+    let Some(first) = segments.first() else {
+        return Err("a change has an empty field path".into());
+    };
+    for s in segments {
+        let problem = if s.is_empty() {
+            "is empty"
+        } else if s.starts_with('$') {
+            "starts with `$`, which engines read as an operator"
+        } else if s.contains('.') {
+            "contains `.`, which an update reads as a path; pass the segments separately"
+        } else if s.contains('\0') {
+            "holds a NUL"
+        } else {
+            continue;
+        };
+        return Err(format!("the path segment {s:?} of {segments:?} {problem}"));
+    }
+    if first == "_id" || first.starts_with(RESERVED_PREFIX) {
+        return Err(format!("`{first}` is natural-key's own"));
+    }
+    if !relative.contains(&first.as_str()) {
+        return Err(format!(
+            "`{first}` is not a `#[natural_key(relative)]` field of the type (those are \
+             {relative:?}): an upsert writes every other field and would undo or repeat the \
+             change; mark the field"
+        ));
+    }
+    Ok(())
+}
+
+/// The record as the miss's read sees it.
+#[derive(Debug, Deserialize)]
+struct Record {
+    #[serde(rename = "_nk_ops", default)]
+    ops: Vec<Entry>,
+    #[serde(rename = "_nk_ops_pruned_to")]
+    pruned_to: Option<i64>,
+}
+
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+struct Entry {
+    o: String,
+    t: i64,
+    h: String,
+}
+
+/// What one attempt's statement did.
+enum Sent {
+    Matched,
+    Missed,
+    /// A reply that does not say (the engine's outcome unknown, or a refusal without place).
+    Unclear,
+}
+
+pub(crate) async fn apply(
+    target: &Target,
+    id: Ulid,
+    update: &Update,
+    tries: &mut Attempts,
+    mut session: Session<'_>,
+) -> Result<ApplyOutcome, Error> {
+    let mut rounds = 0;
+    loop {
+        rounds += 1;
+        if rounds > MAX_ROUNDS {
+            return Err(Error::Contention {
+                collection: target.namespace.clone(),
+                id,
+                attempts: MAX_ROUNDS,
+            });
+        }
+        let sent = match send_statement(target, id, update, tries, session.as_deref_mut()).await {
+            Ok(sent) => sent,
+            Err(e) => {
+                tries.failed(e).await?;
+                continue;
+            }
+        };
+        let atomic = target.deployment.atomic_update_filters();
+        if matches!(sent, Sent::Matched) && atomic {
+            return Ok(ApplyOutcome::Applied);
+        }
+        let record = match read(target, id, session.as_deref_mut()).await {
+            Ok(record) => record,
+            Err(e) => {
+                tries.failed(e).await?;
+                continue;
+            }
+        };
+        let Some(record) = record else {
+            return Err(Error::DocumentNotFound {
+                collection: target.namespace.clone(),
+                id,
+            });
+        };
+        // Where the engine checks a filter outside its write (FerretDB 1.x), a matched
+        // statement may still have been overwritten by a concurrent writer that read the
+        // document before it: the record says whether it stayed. Record and change are written
+        // together, so a missing record means a missing change.
+        let ours = matches!(sent, Sent::Matched);
+        match explain(target, id, update, &record) {
+            Explained::Recorded if ours => return Ok(ApplyOutcome::Applied),
+            Explained::Recorded => return Ok(ApplyOutcome::AlreadyApplied),
+            Explained::Refused(e) => return Err(e),
+            Explained::Prune(kept, pruned_to) => {
+                prune(target, id, &record, kept, pruned_to, session.as_deref_mut()).await?
+            }
+            Explained::Again => {}
+        }
+    }
+}
+
+enum Explained {
+    Recorded,
+    Refused(Error),
+    /// The record is full: keep these entries, prune up to this time.
+    Prune(Vec<Entry>, i64),
+    /// Changed since the statement (another writer's operation or prune): send again.
+    Again,
+}
+
+fn explain(target: &Target, id: Ulid, update: &Update, record: &Record) -> Explained {
+    if let Some(e) = record.ops.iter().find(|e| e.o == update.key) {
+        if e.t == update.at && e.h == update.hash {
+            return Explained::Recorded;
+        }
+        return Explained::Refused(Error::OperationReused {
+            collection: target.namespace.clone(),
+            id,
+            op: update.key.clone(),
+        });
+    }
+    if let Some(pruned_to) = record.pruned_to.filter(|&p| update.at <= p) {
+        return Explained::Refused(Error::OperationExpired {
+            collection: target.namespace.clone(),
+            id,
+            op: update.key.clone(),
+            at_ms: update.at,
+            pruned_to_ms: pruned_to,
+        });
+    }
+    if record.ops.len() >= 2 * update.retain {
+        let mut times: Vec<i64> = record.ops.iter().map(|e| e.t).collect();
+        times.sort_unstable();
+        // Everything at or before the newest of the oldest `len - retain` goes, ties included:
+        // the pruned-to time must cover every entry removed.
+        let cut = times[record.ops.len() - update.retain - 1];
+        let kept = record.ops.iter().filter(|e| e.t > cut).cloned().collect();
+        let pruned_to = record.pruned_to.map_or(cut, |p| p.max(cut));
+        return Explained::Prune(kept, pruned_to);
+    }
+    Explained::Again
+}
+
+/// The one statement: the change and the record's entry, while the document does not record
+/// the operation, is newer than the pruned-to time, and has room in its record.
+fn statement(id: Ulid, update: &Update) -> Result<RawDocumentBuf, Error> {
+    let full = format!("{OPS_FIELD}.{}", 2 * update.retain - 1);
+    // `$nor` rather than `$ne` on the array path: FerretDB 1.x matches `{"a.o": {$ne: x}}`
+    // when any element differs from x, MongoDB only when none equals it.
+    let q = doc! {
+        "_id": id.to_string(),
+        "$nor": [{format!("{OPS_FIELD}.{OP_KEY}"): &update.key}],
+        &full: {"$exists": false},
+        "$or": [
+            {OPS_PRUNED_TO_FIELD: {"$exists": false}},
+            {OPS_PRUNED_TO_FIELD: {"$lt": update.at}},
+        ],
+    };
+    update_statement(&q, &update.operators)
+}
+
+/// `{q, u}`: no upsert (a relative update never creates the document), one document.
+fn update_statement(q: &Document, u: &Document) -> Result<RawDocumentBuf, Error> {
+    let raw = |d: &Document| RawDocumentBuf::from_document(d).map_err(Error::serialize::<Document>);
+    let mut s = RawDocumentBuf::new();
+    s.append("q", raw(q)?);
+    s.append("u", raw(u)?);
+    Ok(s)
+}
+
+async fn send_statement(
+    target: &Target,
+    id: Ulid,
+    update: &Update,
+    tries: &mut Attempts,
+    session: Session<'_>,
+) -> Result<Sent, Error> {
+    let statements = [statement(id, update)?];
+    let mut sent = Sent::Unclear;
+    let mut refused = None;
+    let settle = |_: &[usize], verdict: Verdict| match verdict {
+        Verdict::Replied { refusals, n } => match refusals.into_iter().next().flatten() {
+            None if n > 0 => sent = Sent::Matched,
+            None => sent = Sent::Missed,
+            Some(r) => refused = r.permanent(target, id),
+        },
+        Verdict::Refused(r) => refused = r.permanent(target, id),
+        Verdict::Unplaced(_) | Verdict::Unknown => {}
+    };
+    send(
+        target,
+        Command::Update,
+        &statements,
+        true,
+        |_| id,
+        tries,
+        session,
+        settle,
+    )
+    .await?;
+    match refused {
+        Some(e) => Err(e),
+        None => Ok(sent),
+    }
+}
+
+async fn read(target: &Target, id: Ulid, session: Session<'_>) -> Result<Option<Record>, Error> {
+    let filter = crate::op::encode(&doc! {"_id": id.to_string()}).map_err(classify)?;
+    let found: Vec<Record> = op::find(
+        target,
+        filter,
+        Some(&[OPS_FIELD, OPS_PRUNED_TO_FIELD]),
+        session,
+    )
+    .await
+    .map_err(classify)?;
+    Ok(found.into_iter().next())
+}
+
+/// Cuts the record back to `kept` and raises the pruned-to time in one update, only while the
+/// record is as read (its length and last entry: entries are only appended, and an operation
+/// is recorded once), so an entry appended meanwhile is never dropped without its time being
+/// covered. A miss is fine: the next round reads again.
+async fn prune(
+    target: &Target,
+    id: Ulid,
+    record: &Record,
+    kept: Vec<Entry>,
+    pruned_to: i64,
+    session: Session<'_>,
+) -> Result<(), Error> {
+    let n = record.ops.len();
+    let Some(last) = record.ops.last() else {
+        return Ok(());
+    };
+    let q = doc! {
+        "_id": id.to_string(),
+        format!("{OPS_FIELD}.{}.{OP_KEY}", n - 1): &last.o,
+        format!("{OPS_FIELD}.{n}"): {"$exists": false},
+    };
+    let kept = bson::to_bson(&kept).map_err(Error::serialize::<Entry>)?;
+    let u = doc! {"$set": {OPS_FIELD: kept, OPS_PRUNED_TO_FIELD: pruned_to}};
+    let statement = update_statement(&q, &u)?;
+    op::write::run(target, Command::Update, &[statement], session)
+        .await
+        .map_err(classify)?;
+    Ok(())
+}

@@ -1,0 +1,425 @@
+//! Relative updates applied at most once per operation (issue #29): outcomes and refusals,
+//! the record's retention, the interplay with the guarded upsert, and the proof under lost
+//! acknowledgements, concurrent writers and killed processes — with a naive `$inc` control.
+//! Size: `NK_RELATIVE_OPS` (default 10,000 operations).
+
+mod support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use natural_key::bson::{doc, Document};
+use natural_key::prelude::*;
+use natural_key::{
+    ApplyOutcome, Change, Collection, Error, OpId, RetryPolicy, OPS_FIELD, OPS_PRUNED_TO_FIELD,
+};
+use support::child::{self, Kill};
+use support::proxy::{self, Faults, Proxy};
+
+#[derive(NaturalKey, Serialize, Deserialize, Debug, Clone, PartialEq)]
+struct Item {
+    #[key]
+    sku: String,
+    #[key(timestamp)]
+    listed_at: i64,
+    title: String,
+    #[natural_key(relative)]
+    stock: i64,
+    #[natural_key(relative)]
+    #[serde(default)]
+    payments: Vec<String>,
+}
+
+fn item(sku: &str, stock: i64) -> Item {
+    Item {
+        sku: sku.into(),
+        listed_at: 1_700_000_000_000,
+        title: format!("item {sku}"),
+        stock,
+        payments: Vec::new(),
+    }
+}
+
+fn ops_n() -> usize {
+    support::env_or("NK_RELATIVE_OPS", 10_000usize)
+}
+
+fn sell() -> Change {
+    Change::new().inc("stock", -1)
+}
+
+async fn stored(items: &Collection<Item>, id: natural_key::Ulid) -> Document {
+    items
+        .inner()
+        .clone_with_type::<Document>()
+        .find_one(doc! {"_id": id.to_string()})
+        .await
+        .unwrap()
+        .expect("stored")
+}
+
+async fn open(test: &str) -> (Collection<Item>, support::Commands) {
+    let (db, commands) = support::database(test).await;
+    let items = Collection::new(db.collection::<Item>("items"))
+        .await
+        .unwrap();
+    (items, commands)
+}
+
+#[tokio::test]
+async fn an_operation_applies_once_and_its_retry_is_recognised() {
+    let (items, _) = open("rel_once").await;
+    let it = item("a", 10);
+    items.upsert(&it).await.unwrap();
+    let id = it.id().unwrap();
+    let op = OpId::new("order-1", 1_700_000_000_001_i64);
+    let first = items.apply(id, op.clone(), sell()).await.unwrap();
+    let again = items.apply(id, op.clone(), sell()).await.unwrap();
+    assert_eq!(
+        (first, again),
+        (ApplyOutcome::Applied, ApplyOutcome::AlreadyApplied)
+    );
+    assert_eq!(stored(&items, id).await.get_i64("stock").unwrap(), 9);
+
+    // The same operation id with another change, or another time: refused, nothing written.
+    let other = items
+        .apply(id, op.clone(), Change::new().inc("stock", -2))
+        .await;
+    assert!(
+        matches!(other, Err(Error::OperationReused { ref op, .. }) if op == "order-1"),
+        "{other:?}"
+    );
+    let later = OpId::new("order-1", 1_700_000_000_002_i64);
+    assert!(matches!(
+        items.apply(id, later, sell()).await,
+        Err(Error::OperationReused { .. })
+    ));
+    assert_eq!(stored(&items, id).await.get_i64("stock").unwrap(), 9);
+
+    // No such document: an error, and nothing created.
+    let missing = item("nope", 1).id().unwrap();
+    let r = items
+        .apply(missing, OpId::new("order-2", 1_i64), sell())
+        .await;
+    assert!(
+        matches!(r, Err(Error::DocumentNotFound { id, .. }) if id == missing),
+        "{r:?}"
+    );
+    assert_eq!(items.inner().count_documents(doc! {}).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn a_change_outside_the_relative_fields_is_refused_before_sending() {
+    let (items, commands) = open("rel_invalid").await;
+    let it = item("a", 10);
+    items.upsert(&it).await.unwrap();
+    let id = it.id().unwrap();
+    commands.reset();
+    let warehouse = "north.south"; // data: never a path
+    let cases = [
+        Change::new().inc("title", 1),
+        Change::new().inc(["stock", warehouse], 1),
+        Change::new().set(OPS_FIELD, 1),
+        Change::new().set("_id", 1),
+        Change::new().inc("$stock", 1),
+        Change::new().inc("stock", 1).inc("stock", 2),
+        Change::new().inc(["stock", "a\0b"], 1),
+    ];
+    for change in cases {
+        let r = items
+            .apply(id, OpId::new("op", 1_i64), change.clone())
+            .await;
+        assert!(
+            matches!(r, Err(Error::InvalidChange { .. })),
+            "{change:?}: {r:?}"
+        );
+    }
+    for op in [
+        OpId::new("", 1_i64),
+        OpId::new("a\0b", 1_i64),
+        OpId::new("x".repeat(513), 1_i64),
+        OpId::new("op", -1_i64),
+    ] {
+        let r = items.apply(id, op.clone(), sell()).await;
+        assert!(
+            matches!(r, Err(Error::InvalidChange { .. })),
+            "{op:?}: {r:?}"
+        );
+    }
+    assert_eq!(commands.writes(), 0, "nothing sent");
+    assert_eq!(stored(&items, id).await.get_i64("stock").unwrap(), 10);
+}
+
+/// The record keeps between `retain` and twice as many operations; an operation at or before
+/// the newest pruned time is refused, one after it applies.
+#[tokio::test]
+async fn the_record_is_bounded_and_a_pruned_operation_is_refused() {
+    let (items, _) = open("rel_retain").await;
+    let it = item("a", 1000);
+    items.upsert(&it).await.unwrap();
+    let id = it.id().unwrap();
+    for t in 1..=40_i64 {
+        let op = OpId::new(format!("op-{t}"), t);
+        let r = items.apply(id, op, sell()).retain(4).await.unwrap();
+        assert_eq!(r, ApplyOutcome::Applied);
+        let doc = stored(&items, id).await;
+        let n = doc.get_array(OPS_FIELD).unwrap().len();
+        assert!(n <= 8, "record of {n} entries after {t}");
+    }
+    let doc = stored(&items, id).await;
+    assert_eq!(doc.get_i64("stock").unwrap(), 960);
+    let pruned_to = doc.get_i64(OPS_PRUNED_TO_FIELD).unwrap();
+    assert!(pruned_to >= 30, "pruned to {pruned_to}");
+    // A retry of a pruned operation: refused, not applied again.
+    let r = items
+        .apply(id, OpId::new("op-3", 3_i64), sell())
+        .retain(4)
+        .await;
+    assert!(
+        matches!(r, Err(Error::OperationExpired { at_ms: 3, .. })),
+        "{r:?}"
+    );
+    // One still recorded: recognised. A new one: applied.
+    let r = items
+        .apply(id, OpId::new("op-40", 40_i64), sell())
+        .retain(4)
+        .await
+        .unwrap();
+    assert_eq!(r, ApplyOutcome::AlreadyApplied);
+    let r = items
+        .apply(id, OpId::new("op-41", 41_i64), sell())
+        .retain(4)
+        .await
+        .unwrap();
+    assert_eq!(r, ApplyOutcome::Applied);
+    assert_eq!(stored(&items, id).await.get_i64("stock").unwrap(), 959);
+}
+
+/// A relative field survives upserts of the document: an unchanged upsert sends nothing, a
+/// changed one leaves the counter and the record alone; Replace is refused.
+#[tokio::test]
+async fn an_upsert_neither_resets_nor_repeats_a_relative_change() {
+    let (items, commands) = open("rel_upsert").await;
+    let it = item("a", 10);
+    items.upsert(&it).await.unwrap();
+    let id = it.id().unwrap();
+    items
+        .apply(id, OpId::new("o1", 1_i64), sell())
+        .await
+        .unwrap();
+    items
+        .apply(
+            id,
+            OpId::new("o2", 2_i64),
+            Change::new().push("payments", "pay-2"),
+        )
+        .await
+        .unwrap();
+    commands.reset();
+    // The struct still says stock 10: relative fields are not content.
+    let r = items.upsert(&it).await.unwrap();
+    assert!(matches!(r, UpsertOutcome::Unchanged(_)), "{r:?}");
+    assert_eq!(commands.writes(), 0);
+    let edited = Item {
+        title: "renamed".into(),
+        ..it.clone()
+    };
+    let r = items.upsert(&edited).await.unwrap();
+    assert!(matches!(r, UpsertOutcome::Updated(_)), "{r:?}");
+    let doc = stored(&items, id).await;
+    assert_eq!(doc.get_str("title").unwrap(), "renamed");
+    assert_eq!(doc.get_i64("stock").unwrap(), 9);
+    assert_eq!(doc.get_array("payments").unwrap().len(), 1);
+    assert_eq!(doc.get_array(OPS_FIELD).unwrap().len(), 2);
+    let r = items
+        .upsert(&Item {
+            title: "again".into(),
+            ..it
+        })
+        .replace()
+        .await;
+    assert!(matches!(r, Err(Error::InvalidChange { .. })), "{r:?}");
+    assert_eq!(
+        items
+            .apply(id, OpId::new("o1", 1_i64), sell())
+            .await
+            .unwrap(),
+        ApplyOutcome::AlreadyApplied
+    );
+}
+
+/// Many tasks applying the same operation at once: one applies it.
+#[tokio::test]
+async fn concurrent_applies_of_one_operation_apply_it_once() {
+    let (items, _) = open("rel_same_op").await;
+    let it = item("a", 100);
+    items.upsert(&it).await.unwrap();
+    let id = it.id().unwrap();
+    for round in 0..5_i64 {
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let items = items.clone();
+            tasks.push(tokio::spawn(async move {
+                let op = OpId::new(format!("order-{round}"), round + 1);
+                items
+                    .apply(id, op, sell())
+                    .retry(RetryPolicy::default())
+                    .await
+                    .unwrap()
+            }));
+        }
+        let mut applied = 0;
+        for t in tasks {
+            applied += usize::from(t.await.unwrap() == ApplyOutcome::Applied);
+        }
+        // Where an engine checks the filter outside its write (FerretDB 1.x), two may see
+        // their statement match; the record then tells which one stayed.
+        let now = stored(&items, id).await;
+        assert_eq!(applied, 1, "round {round}: {now}");
+    }
+    assert_eq!(stored(&items, id).await.get_i64("stock").unwrap(), 95);
+}
+
+/// The proof: `NK_RELATIVE_OPS` operations over 10 items from 4 writers through a proxy that
+/// loses 20% of the replies after the write is applied. Every counter ends exact; the naive
+/// control (`$inc` retried the same way) does not.
+#[tokio::test]
+async fn lost_replies_and_four_writers_end_exact_where_naive_inc_does_not() {
+    let (items, _) = open("rel_proof").await;
+    let skus: Vec<Item> = (0..10)
+        .map(|i| item(&format!("sku-{i}"), 1_000_000))
+        .collect();
+    for it in &skus {
+        items.upsert(it).await.unwrap();
+    }
+    let ids: Vec<_> = skus.iter().map(|i| i.id().unwrap()).collect();
+    let n = ops_n();
+    let faults = Faults {
+        drop_reply_after_apply: 0.2,
+        ..Faults::none()
+    };
+    let proxy = Arc::new(Proxy::start(proxy::upstream_addr(&support::uri()), faults, 29).await);
+    let name = support::database_name("rel_proof");
+    let policy = RetryPolicy::default()
+        .max_attempts(50)
+        .deadline(Duration::from_secs(120));
+    let naive_sent = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for w in 0..4 {
+        let client = support::client_for(&proxy.uri(), &support::Commands::default()).await;
+        let via = Collection::new(client.database(&name).collection::<Item>("items"))
+            .deployment(items.deployment().clone())
+            .await
+            .unwrap();
+        let ids = ids.clone();
+        let naive = client.database(&name).collection::<Document>("naive");
+        let naive_sent = naive_sent.clone();
+        tasks.push(tokio::spawn(async move {
+            // Writer w takes operations w, w+4, ...: each operation is one order of one item.
+            for k in (w..n).step_by(4) {
+                let id = ids[k % ids.len()];
+                let op = OpId::new(format!("order-{k}"), k as i64);
+                via.apply(id, op, sell()).retry(policy).await.unwrap();
+                if k % 10 == 0 {
+                    // The control: the same decrement as a plain `$inc`, retried on error.
+                    loop {
+                        naive_sent.fetch_add(1, Ordering::Relaxed);
+                        let r = naive
+                            .update_one(doc! {"_id": "counter"}, doc! {"$inc": {"n": 1}})
+                            .upsert(true)
+                            .await;
+                        if r.is_ok() {
+                            break;
+                        }
+                    }
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let stats = proxy.stats();
+    assert!(
+        stats.faults() > (n as u64) / 10,
+        "replies lost: {}",
+        stats.faults()
+    );
+    for (i, id) in ids.iter().enumerate() {
+        let expected = 1_000_000 - (n / 10 + usize::from(i < n % 10)) as i64;
+        assert_eq!(
+            stored(&items, *id).await.get_i64("stock").unwrap(),
+            expected,
+            "item {i}"
+        );
+    }
+    let db = items.inner().client().database(&name);
+    let naive = db
+        .collection::<Document>("naive")
+        .find_one(doc! {})
+        .await
+        .unwrap()
+        .unwrap();
+    let naive_n = naive
+        .get_i32("n")
+        .map(i64::from)
+        .or_else(|_| naive.get_i64("n"))
+        .unwrap();
+    let wanted = n.div_ceil(10) as i64;
+    println!(
+        "{n} operations, {} replies lost; naive $inc: {naive_n} applied for {wanted} orders",
+        stats.faults()
+    );
+    assert!(
+        naive_n > wanted,
+        "the control double-applies under lost replies"
+    );
+}
+
+/// Writers SIGKILLed mid-run, then run again with the same operation ids: exact.
+#[tokio::test]
+async fn writers_killed_mid_run_then_rerun_end_exact() {
+    const TEST: &str = "writers_killed_mid_run_then_rerun_end_exact";
+    let n = ops_n() / 5;
+    let name = "rel_kills";
+    if std::env::var("NK_CHILD_APPLY").is_ok() {
+        let (db, _) = support::database_existing(name).await;
+        let items = Collection::new(db.collection::<Item>("items"))
+            .await
+            .unwrap();
+        let id = item("k", 0).id().unwrap();
+        println!("CHILD-READY");
+        for k in 0..n {
+            let op = OpId::new(format!("order-{k}"), k as i64);
+            items
+                .apply(id, op, sell())
+                .retry(RetryPolicy::default())
+                .await
+                .unwrap();
+        }
+        return;
+    }
+    let (items, _) = open(name).await;
+    let it = item("k", n as i64);
+    items.upsert(&it).await.unwrap();
+    let mut killed = 0;
+    for k in 0..3u64 {
+        let (was_running, _) = child::run(
+            TEST,
+            "NK_CHILD_APPLY",
+            Kill::After(Duration::from_millis(300 + 400 * k)),
+        );
+        killed += usize::from(was_running);
+    }
+    let (_, lines) = child::run(TEST, "NK_CHILD_APPLY", Kill::Never);
+    assert!(lines.iter().any(|l| l == "CHILD-READY"));
+    assert!(killed >= 1, "no writer was killed mid-run");
+    assert_eq!(
+        stored(&items, it.id().unwrap())
+            .await
+            .get_i64("stock")
+            .unwrap(),
+        0
+    );
+}
