@@ -67,7 +67,15 @@ impl Update {
         let mut operators = operators(change);
         let hash = crate::content::content_hash_v2(&operators, &[])?.to_string();
         let entry = doc! {OP_KEY: op.key(), OP_TIME: at, OP_HASH: &hash};
-        operators.insert("$push", doc! {OPS_FIELD: entry});
+        // Beside the change's own `$push`, if it has one (an insert would replace it).
+        match operators.get_mut("$push") {
+            Some(bson::Bson::Document(push)) => {
+                push.insert(OPS_FIELD, entry);
+            }
+            _ => {
+                operators.insert("$push", doc! {OPS_FIELD: entry});
+            }
+        }
         Ok(Update {
             key: op.key().to_string(),
             at,
