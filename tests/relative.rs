@@ -1,7 +1,9 @@
 //! Relative updates applied at most once per operation (issue #29): outcomes and refusals,
 //! the record's retention, the interplay with the guarded upsert, and the proof under lost
 //! acknowledgements, concurrent writers and killed processes — with a naive `$inc` control.
-//! Size: `NK_RELATIVE_OPS` (default 10,000 operations).
+//! Size: `NK_RELATIVE_OPS` (default 2,000 operations; `.ci/run` runs 10,000 on
+//! mongo-java-server, where a lost reply costs the driver about half a second of server
+//! selection, so 2,000 of them take four writers about five minutes).
 
 mod support;
 
@@ -42,7 +44,7 @@ fn item(sku: &str, stock: i64) -> Item {
 }
 
 fn ops_n() -> usize {
-    support::env_or("NK_RELATIVE_OPS", 10_000usize)
+    support::env_or("NK_RELATIVE_OPS", 2_000usize)
 }
 
 fn sell() -> Change {
@@ -256,6 +258,10 @@ async fn concurrent_applies_of_one_operation_apply_it_once() {
     let it = item("a", 100);
     items.upsert(&it).await.unwrap();
     let id = it.id().unwrap();
+    let atomic = !matches!(
+        items.deployment().engine(),
+        natural_key::Engine::FerretDb { .. }
+    );
     for round in 0..5_i64 {
         let mut tasks = Vec::new();
         for _ in 0..8 {
@@ -273,10 +279,15 @@ async fn concurrent_applies_of_one_operation_apply_it_once() {
         for t in tasks {
             applied += usize::from(t.await.unwrap() == ApplyOutcome::Applied);
         }
-        // Where an engine checks the filter outside its write (FerretDB 1.x), two may see
-        // their statement match; the record then tells which one stayed.
+        // Where an engine checks the filter outside its write (FerretDB 1.x), several callers
+        // may see their statement match and the operation recorded: each reports Applied, and
+        // the document holds the change once (the stock below).
         let now = stored(&items, id).await;
-        assert_eq!(applied, 1, "round {round}: {now}");
+        if atomic {
+            assert_eq!(applied, 1, "round {round}: {now}");
+        } else {
+            assert!(applied >= 1, "round {round}: {now}");
+        }
     }
     assert_eq!(stored(&items, id).await.get_i64("stock").unwrap(), 95);
 }
@@ -301,9 +312,31 @@ async fn lost_replies_and_four_writers_end_exact_where_naive_inc_does_not() {
     };
     let proxy = Arc::new(Proxy::start(proxy::upstream_addr(&support::uri()), faults, 29).await);
     let name = support::database_name("rel_proof");
+    // A lost reply is known at once: retry at once.
     let policy = RetryPolicy::default()
-        .max_attempts(50)
-        .deadline(Duration::from_secs(120));
+        .max_attempts(200)
+        .initial_backoff(Duration::from_millis(1))
+        .max_backoff(Duration::from_millis(20))
+        .deadline(Duration::from_secs(600));
+    // Which item operation k decrements. Where the engine checks an update's filter outside
+    // its write (FerretDB 1.x), two writers' different operations on one document can lose
+    // one (docs/crate.md, "Relative updates"): there each writer owns its items, and the
+    // lost replies and retries are what is proved.
+    let atomic = !matches!(
+        items.deployment().engine(),
+        natural_key::Engine::FerretDb { .. }
+    );
+    let item_of = move |k: usize| {
+        if atomic {
+            k % 10
+        } else {
+            k % 4 + 4 * (k / 4 % 2)
+        }
+    };
+    let mut expected = vec![1_000_000_i64; 10];
+    for k in 0..n {
+        expected[item_of(k)] -= 1;
+    }
     let naive_sent = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for w in 0..4 {
@@ -318,7 +351,7 @@ async fn lost_replies_and_four_writers_end_exact_where_naive_inc_does_not() {
         tasks.push(tokio::spawn(async move {
             // Writer w takes operations w, w+4, ...: each operation is one order of one item.
             for k in (w..n).step_by(4) {
-                let id = ids[k % ids.len()];
+                let id = ids[item_of(k)];
                 let op = OpId::new(format!("order-{k}"), k as i64);
                 via.apply(id, op, sell()).retry(policy).await.unwrap();
                 if k % 10 == 0 {
@@ -347,10 +380,9 @@ async fn lost_replies_and_four_writers_end_exact_where_naive_inc_does_not() {
         stats.faults()
     );
     for (i, id) in ids.iter().enumerate() {
-        let expected = 1_000_000 - (n / 10 + usize::from(i < n % 10)) as i64;
         assert_eq!(
             stored(&items, *id).await.get_i64("stock").unwrap(),
-            expected,
+            expected[i],
             "item {i}"
         );
     }

@@ -372,10 +372,10 @@ pub enum Error {
         id: Ulid,
     },
 
-    /// The same key was already used with another payload: an event whose `_id` or
-    /// idempotency key is stored with other content, or an operation that document `id`
-    /// records with another change or time. The stored one stays; nothing was written. A key
-    /// names one request: give a different request its own key. Not transient.
+    /// Document `id` records the operation with another change or time: one operation id names
+    /// one change (the relative-update twin of [`IdempotencyKeyReused`](Error::IdempotencyKeyReused)).
+    /// The recorded one stays; nothing was written. Give a different change its own operation
+    /// id. Not transient.
     ///
     /// ```
     /// let e = natural_key_runtime::Error::OperationReused {

@@ -6,6 +6,8 @@
 
 use bson::{doc, Document, RawDocumentBuf};
 use serde::Deserialize;
+use std::time::Instant;
+
 use ulid::Ulid;
 
 use super::rounds::MAX_ROUNDS;
@@ -177,6 +179,7 @@ pub(crate) async fn apply(
                 attempts: MAX_ROUNDS,
             });
         }
+        let started = Instant::now();
         let sent = match send_statement(target, id, update, tries, session.as_deref_mut()).await {
             Ok(sent) => sent,
             Err(e) => {
@@ -184,9 +187,14 @@ pub(crate) async fn apply(
                 continue;
             }
         };
-        let atomic = target.deployment.atomic_update_filters();
-        if matches!(sent, Sent::Matched) && atomic {
-            return Ok(ApplyOutcome::Applied);
+        if matches!(sent, Sent::Matched) {
+            if target.deployment.atomic_update_filters() {
+                return Ok(ApplyOutcome::Applied);
+            }
+            // A concurrent statement that read the document before ours wrote it writes its
+            // stale copy within about as long as a statement takes: look after that long, so
+            // that a copy that dropped our change is seen, and the change sent again.
+            tokio::time::sleep(started.elapsed()).await;
         }
         let record = match read(target, id, session.as_deref_mut()).await {
             Ok(record) => record,
