@@ -48,7 +48,7 @@ struct Order {
 }
 
 const ITEMS: usize = 5;
-const ORDERS: usize = 300;
+const ORDERS: usize = 200;
 const STOCK: i64 = 1_000;
 
 fn items() -> Vec<Item> {

@@ -333,7 +333,7 @@ async fn lost_replies_and_four_writers_end_exact_where_naive_inc_does_not() {
             k % 4 + 4 * (k / 4 % 2)
         }
     };
-    let mut expected = vec![1_000_000_i64; 10];
+    let mut expected = [1_000_000_i64; 10];
     for k in 0..n {
         expected[item_of(k)] -= 1;
     }

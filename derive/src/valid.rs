@@ -130,6 +130,8 @@ fn check_skip_hash(cx: &mut Ctxt, cont: &Container, field: &Field) {
     let Some(skip_hash) = &field.attrs.skip_hash else {
         return;
     };
+    // `relative` implies `skip_hash`: name the option the user wrote.
+    let opt = path_text(skip_hash);
     let compared = match cont.derive {
         Derive::NaturalKey => "the content hash",
         Derive::RandomId => "an event's payload",
@@ -139,7 +141,7 @@ fn check_skip_hash(cx: &mut Ctxt, cont: &Container, field: &Field) {
         cx.error_spanned_by(
             skip_hash,
             format!(
-                "`skip_hash` cannot leave out a `#[serde({})]` field: serde stores its \
+                "`{opt}` cannot leave out a `#[serde({})]` field: serde stores its \
                  entries under their own names, which the derive cannot know, and \
                  {compared} covers what is stored",
                 path_text(flatten)
@@ -150,8 +152,8 @@ fn check_skip_hash(cx: &mut Ctxt, cont: &Container, field: &Field) {
         cx.error_spanned_by(
             skip_hash,
             format!(
-                "`skip_hash` is pointless on a `#[serde({})]` field: serde never stores it, \
-                 and {compared} covers only what is stored; remove `skip_hash`",
+                "`{opt}` is pointless on a `#[serde({})]` field: serde never stores it, \
+                 and {compared} covers only what is stored; remove `{opt}`",
                 path_text(skip)
             ),
         );
@@ -192,7 +194,7 @@ fn check_skip_hash(cx: &mut Ctxt, cont: &Container, field: &Field) {
         };
         cx.error_spanned_by(
             skip_hash,
-            format!("`skip_hash` cannot apply in a `#[serde({written})]` type: {why}"),
+            format!("`{opt}` cannot apply in a `#[serde({written})]` type: {why}"),
         );
     }
 }

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 mod action;
+mod change;
 mod collection;
 mod content;
 mod deployment;
@@ -16,7 +17,6 @@ mod names;
 mod op;
 mod outcome;
 mod raw;
-mod relative;
 mod retry;
 mod rfc3339;
 mod sha;
@@ -27,7 +27,8 @@ mod traits;
 mod upsertable;
 mod write;
 
-pub use action::{Insert, InsertMany, InsertStream, Upsert, UpsertMany, UpsertStream};
+pub use action::{Apply, Insert, InsertMany, InsertStream, Upsert, UpsertMany, UpsertStream};
+pub use change::{Change, FieldPath, OpId, DEFAULT_RETAINED_OPERATIONS};
 pub use collection::{Collection, OpenCollection};
 pub use content::{canonical_hash, ContentHash, ParseContentHashError};
 pub use deployment::{Deployment, Engine, Limits};
@@ -44,8 +45,7 @@ pub use names::{
     HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, OPS_FIELD,
     OPS_PRUNED_TO_FIELD, RESERVED_PREFIX, WRITE_FIELD,
 };
-pub use outcome::{BatchError, BatchReport, InsertOutcome, UpsertOutcome};
-pub use relative::{Apply, ApplyOutcome, Change, FieldPath, OpId, DEFAULT_RETAINED_OPERATIONS};
+pub use outcome::{ApplyOutcome, BatchError, BatchReport, InsertOutcome, UpsertOutcome};
 pub use retry::{RetryPolicy, DEFAULT_ATTEMPT_TIMEOUT};
 pub use traits::{NaturalKey, RandomId};
 pub use upsertable::{UpsertBuilder, Upsertable, WriteOutcome};

@@ -148,9 +148,9 @@ pub(crate) trait Counted: Label {
     fn count(self, report: &mut BatchReport);
 }
 
-impl Label for crate::relative::ApplyOutcome {
+impl Label for ApplyOutcome {
     fn as_str(&self) -> &'static str {
-        crate::relative::ApplyOutcome::as_str(self)
+        ApplyOutcome::as_str(self)
     }
 }
 
@@ -220,5 +220,32 @@ impl From<BatchError> for Error {
     /// The error that stopped the batch (the report is dropped).
     fn from(e: BatchError) -> Self {
         e.error
+    }
+}
+
+/// What [`Collection::apply`](crate::Collection::apply) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ApplyOutcome {
+    /// The change and its operation's record were written, in one update.
+    Applied,
+    /// The document records this operation with the same change: an earlier call, another
+    /// writer, or an attempt of this call whose reply was lost applied it. Nothing was written.
+    AlreadyApplied,
+}
+
+impl ApplyOutcome {
+    /// `"applied"` or `"already_applied"`, for logs and metrics.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ApplyOutcome::Applied => "applied",
+            ApplyOutcome::AlreadyApplied => "already_applied",
+        }
+    }
+}
+
+impl std::fmt::Display for ApplyOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }

@@ -12,10 +12,11 @@ use ulid::Ulid;
 
 use super::rounds::MAX_ROUNDS;
 use super::send::{send, Verdict};
+use crate::change::{operators, Change, OpId};
 use crate::error::{classify, Error};
 use crate::names::{OPS_FIELD, OPS_PRUNED_TO_FIELD, OP_HASH, OP_KEY, OP_TIME, RESERVED_PREFIX};
 use crate::op::{self, Command, Session, Target};
-use crate::relative::{operators, Apply, ApplyOutcome};
+use crate::outcome::ApplyOutcome;
 use crate::retry::Attempts;
 
 /// The longest operation key: a record entry stays small.
@@ -34,12 +35,11 @@ pub(crate) struct Update {
 }
 
 impl Update {
-    pub(crate) fn of<T: Send + Sync>(
+    pub(crate) fn of(
         target: &Target,
         relative: &[&str],
-        apply: &Apply<'_, T>,
+        (op, change, retain): (&OpId, &Change, usize),
     ) -> Result<Self, Error> {
-        let (op, change, retain) = apply.parts();
         let invalid = |message: String| Error::InvalidChange {
             collection: target.namespace.clone(),
             message,

@@ -1,24 +1,16 @@
-//! Relative updates applied at most once per operation: the public shapes — [`OpId`],
-//! [`Change`], [`ApplyOutcome`] and the [`Apply`] builder. The write itself is
+//! What a relative update is made of: its operation's identity ([`OpId`]) and its change
+//! ([`Change`], paths as data: [`FieldPath`]). The builder is `action::Apply`; the write is
 //! `write::apply`'s.
 
-use std::future::IntoFuture;
-
 use bson::{Bson, Document};
-use mongodb::ClientSession;
-use tracing::Instrument;
 use ulid::Ulid;
 
-use crate::action::BoxFuture;
-use crate::collection::Collection;
-use crate::error::Error;
 use crate::key::KeyTimestamp;
-use crate::retry::RetryPolicy;
-use crate::traits::NaturalKey;
 
 /// How many operations a document's record keeps at least (it holds between this many and
 /// twice as many): an operation older than every one kept is refused as
-/// [`Error::OperationExpired`]. Override per call with [`Apply::retain`].
+/// [`Error::OperationExpired`](crate::Error::OperationExpired). Override per call with
+/// [`Apply::retain`](crate::Apply::retain).
 pub const DEFAULT_RETAINED_OPERATIONS: usize = 256;
 
 /// The identity of one relative update, which the caller carries across retries, restarts and
@@ -44,7 +36,7 @@ impl OpId {
     /// `chrono`/`time`/`jiff` time with their features). Checked when applied: a key that is
     /// empty, longer than 512 bytes or holds a NUL, and a time outside
     /// 1970..=[`MAX_TIMESTAMP_MS`](crate::MAX_TIMESTAMP_MS), are refused with
-    /// [`Error::InvalidChange`].
+    /// [`Error::InvalidChange`](crate::Error::InvalidChange).
     pub fn new(key: impl Into<String>, at: impl KeyTimestamp) -> Self {
         OpId {
             key: key.into(),
@@ -183,131 +175,6 @@ impl Change {
     /// Whether it holds none (applying it only records the operation).
     pub fn is_empty(&self) -> bool {
         self.parts.is_empty()
-    }
-}
-
-/// What [`Collection::apply`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ApplyOutcome {
-    /// The change and its operation's record were written, in one update.
-    Applied,
-    /// The document records this operation with the same change: an earlier call, another
-    /// writer, or an attempt of this call whose reply was lost applied it. Nothing was written.
-    AlreadyApplied,
-}
-
-impl ApplyOutcome {
-    /// `"applied"` or `"already_applied"`, for logs and metrics.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            ApplyOutcome::Applied => "applied",
-            ApplyOutcome::AlreadyApplied => "already_applied",
-        }
-    }
-}
-
-impl std::fmt::Display for ApplyOutcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A relative update of one document, applied at most once per [`OpId`]; from
-/// [`Collection::apply`], `.await` it.
-#[must_use = "an apply does nothing until awaited"]
-pub struct Apply<'a, T: Send + Sync> {
-    coll: &'a Collection<T>,
-    id: Ulid,
-    op: OpId,
-    change: Change,
-    retain: usize,
-    retry: RetryPolicy,
-    session: Option<&'a mut ClientSession>,
-}
-
-impl<'a, T: NaturalKey + Send + Sync> Apply<'a, T> {
-    crate::action::common_options!(retry);
-
-    /// Keep at least `n` operations in the document's record (default
-    /// [`DEFAULT_RETAINED_OPERATIONS`]; at least 1). The record holds up to twice as many
-    /// before it is cut back to the `n` latest by operation time.
-    pub fn retain(mut self, n: usize) -> Self {
-        self.retain = n.max(1);
-        self
-    }
-}
-
-impl<T: NaturalKey + Send + Sync> Collection<T> {
-    /// Applies `change` to the stored document `id` unless the document records `op` as
-    /// applied: the change and the operation's record are written in one single-document
-    /// update, so a retry after a lost reply, another writer with the same operation, or a
-    /// rerun after a crash finds it applied. See docs/crate.md, "Relative updates".
-    ///
-    /// ```no_run
-    /// # use natural_key::prelude::*;
-    /// use natural_key::{Change, OpId};
-    /// #[derive(NaturalKey, Serialize, Deserialize)]
-    /// struct Item {
-    ///     #[key] sku: String,
-    ///     #[key(timestamp)] listed_at: i64,
-    ///     #[natural_key(relative)] stock: i64,
-    /// }
-    /// # async fn f(items: natural_key::Collection<Item>, item: Item) -> Result<(), natural_key::Error> {
-    /// let outcome = items
-    ///     .apply(item.id()?, OpId::new("order-1042", 1_764_000_000_000_i64), Change::new().inc("stock", -1))
-    ///     .retry(RetryPolicy::default())
-    ///     .await?;
-    /// println!("{outcome}"); // applied, or already_applied on a retry
-    /// # Ok(()) }
-    /// ```
-    pub fn apply(&self, id: Ulid, op: impl Into<OpId>, change: Change) -> Apply<'_, T> {
-        Apply {
-            coll: self,
-            id,
-            op: op.into(),
-            change,
-            retain: DEFAULT_RETAINED_OPERATIONS,
-            retry: RetryPolicy::none(),
-            session: None,
-        }
-    }
-}
-
-impl<'a, T: NaturalKey + Send + Sync> IntoFuture for Apply<'a, T> {
-    type Output = Result<ApplyOutcome, Error>;
-    type IntoFuture = BoxFuture<'a, Self::Output>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        let span = tracing::info_span!(
-            "natural_key.apply",
-            collection = %self.coll.target.namespace,
-            id = %self.id,
-            op = %self.op.key,
-            outcome = tracing::field::Empty,
-        );
-        Box::pin(
-            async move {
-                let target = &self.coll.target;
-                let result = async {
-                    let update =
-                        crate::write::apply::Update::of(target, T::__relative_fields(), &self)?;
-                    let mut tries = self.retry.begin("apply", &target.namespace);
-                    crate::write::apply::apply(target, self.id, &update, &mut tries, self.session)
-                        .await
-                }
-                .await;
-                crate::action::record(&target.namespace, "apply", &result);
-                result
-            }
-            .instrument(span),
-        )
-    }
-}
-
-impl<T: Send + Sync> Apply<'_, T> {
-    pub(crate) fn parts(&self) -> (&OpId, &Change, usize) {
-        (&self.op, &self.change, self.retain)
     }
 }
 
