@@ -1,6 +1,7 @@
 //! The user-facing writes of a [`Collection`]: builders that implement `IntoFuture`, after the
 //! mongodb driver's `action` module. Each configures, then runs through the write engine's
-//! batch runner (a single write is a batch of one) into its upsert or insert writer.
+//! batch runner (a single write is a batch of one) into its upsert or insert writer; a relative
+//! update ([`Apply`]) through `write::apply`, one statement.
 
 use std::borrow::Borrow;
 use std::future::{Future, IntoFuture};
