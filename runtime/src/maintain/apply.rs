@@ -104,18 +104,7 @@ fn changed(target: &Target, id: Ulid) -> Error {
     }
 }
 
-/// A command fragment written with `doc!`, as raw BSON.
-pub(crate) fn fragment(d: &Document) -> Result<RawDocumentBuf, Error> {
-    RawDocumentBuf::from_document(d).map_err(Error::serialize::<Document>)
-}
-
-/// An `update` statement `{q, u}` (no upsert, one document).
-pub(crate) fn statement(q: Document, u: Document) -> Result<RawDocumentBuf, Error> {
-    let mut s = RawDocumentBuf::new();
-    s.append("q", fragment(&q)?);
-    s.append("u", fragment(&u)?);
-    Ok(s)
-}
+pub(crate) use crate::op::write::{fragment, statement};
 
 /// A `delete` statement for one document.
 pub(crate) fn delete_one(q: Document) -> Result<RawDocumentBuf, Error> {

@@ -251,6 +251,19 @@ impl Command {
     }
 }
 
+/// A command fragment written with `doc!`, as raw BSON.
+pub(crate) fn fragment(d: &Document) -> Result<RawDocumentBuf, Error> {
+    RawDocumentBuf::from_document(d).map_err(Error::serialize::<Document>)
+}
+
+/// An `update` statement `{q, u}` (no upsert, one document).
+pub(crate) fn statement(q: Document, u: Document) -> Result<RawDocumentBuf, Error> {
+    let mut s = RawDocumentBuf::new();
+    s.append("q", fragment(&q)?);
+    s.append("u", fragment(&u)?);
+    Ok(s)
+}
+
 /// The command's bytes: built here and only here.
 pub(crate) fn command(
     target: &Target,

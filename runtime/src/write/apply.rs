@@ -283,16 +283,8 @@ fn statement(id: Ulid, update: &Update) -> Result<RawDocumentBuf, Error> {
             {OPS_PRUNED_TO_FIELD: {"$lt": update.at}},
         ],
     };
-    update_statement(&q, &update.operators)
-}
-
-/// `{q, u}`: no upsert (a relative update never creates the document), one document.
-fn update_statement(q: &Document, u: &Document) -> Result<RawDocumentBuf, Error> {
-    let raw = |d: &Document| RawDocumentBuf::from_document(d).map_err(Error::serialize::<Document>);
-    let mut s = RawDocumentBuf::new();
-    s.append("q", raw(q)?);
-    s.append("u", raw(u)?);
-    Ok(s)
+    // No upsert: a relative update never creates the document.
+    op::write::statement(q, update.operators.clone())
 }
 
 async fn send_statement(
@@ -367,7 +359,7 @@ async fn prune(
     };
     let kept = bson::to_bson(&kept).map_err(Error::serialize::<Entry>)?;
     let u = doc! {"$set": {OPS_FIELD: kept, OPS_PRUNED_TO_FIELD: pruned_to}};
-    let statement = update_statement(&q, &u)?;
+    let statement = op::write::statement(q, u)?;
     op::write::run(target, Command::Update, &[statement], session)
         .await
         .map_err(classify)?;
