@@ -419,67 +419,28 @@ async fn large_documents_are_cut_into_batches_and_commands_that_fit() {
     assert_eq!(r.already_applied, 40);
 }
 
-/// Equal read bounds fix the size: 1,000 pending with 100 per read are ten `find`s, each
-/// asking for 100.
-#[tokio::test]
-async fn a_batch_reads_its_identities_in_reads_of_the_configured_size() {
-    let (db, commands) = support::database("read_size").await;
+/// A handle over `n` stored posts with these read bounds, and the sizes of the guard reads
+/// (after the first `find`, the question) of an unchanged re-ingest in one batch.
+async fn reread_sizes(test: &str, n: usize, least: usize, most: usize) -> Vec<usize> {
+    let (db, commands) = support::database(test).await;
     let detected = natural_key::Deployment::detect(db.client()).await.unwrap();
     let limits = natural_key::Limits {
-        max_read_identities: 100,
-        min_read_identities: 100,
+        max_read_identities: most,
+        min_read_identities: least,
         ..detected.limits()
     };
     let coll = Collection::new(db.collection::<Post>("posts"))
         .deployment(detected.with_limits(limits))
         .await
         .unwrap();
-    let docs = corpus(1000);
-    coll.upsert_many(&docs).batch_size(1000).await.unwrap();
+    let docs = corpus(n);
+    coll.upsert_many(&docs).batch_size(n).await.unwrap();
     commands.reset();
-    let r = coll.upsert_many(&docs).batch_size(1000).await.unwrap();
-    assert_eq!((r.unchanged, r.failures.len()), (1000, 0));
+    let r = coll.upsert_many(&docs).batch_size(n).await.unwrap();
+    assert_eq!((r.unchanged, r.failures.len()), (n as u64, 0));
     let finds = commands.documents("find");
-    assert_eq!(
-        finds.len(),
-        11,
-        "the question, then one read per 100 identities"
-    );
     assert_probe(&finds[0]);
-    for find in &finds[1..] {
-        let wanted = find
-            .get_document("filter")
-            .unwrap()
-            .get_document(natural_key::IDENTITY_FIELD)
-            .unwrap()
-            .get_array("$in")
-            .unwrap();
-        assert_eq!(wanted.len(), 100, "{find}");
-    }
-}
-
-/// Between unequal bounds the handle measures its reads and picks sizes inside them; every
-/// read but a batch's last asks for at least the least, none for more than the most.
-#[tokio::test]
-async fn measured_reads_stay_within_the_bounds() {
-    let (db, commands) = support::database("read_bounds").await;
-    let detected = natural_key::Deployment::detect(db.client()).await.unwrap();
-    let limits = natural_key::Limits {
-        max_read_identities: 160,
-        min_read_identities: 20,
-        ..detected.limits()
-    };
-    let coll = Collection::new(db.collection::<Post>("posts"))
-        .deployment(detected.with_limits(limits))
-        .await
-        .unwrap();
-    let docs = corpus(1500);
-    coll.upsert_many(&docs).batch_size(1500).await.unwrap();
-    commands.reset();
-    let r = coll.upsert_many(&docs).batch_size(1500).await.unwrap();
-    assert_eq!((r.unchanged, r.failures.len()), (1500, 0));
-    let finds = commands.documents("find");
-    let sizes: Vec<usize> = finds[1..]
+    finds[1..]
         .iter()
         .map(|find| {
             find.get_document("filter")
@@ -490,7 +451,22 @@ async fn measured_reads_stay_within_the_bounds() {
                 .unwrap()
                 .len()
         })
-        .collect();
+        .collect()
+}
+
+/// Equal read bounds fix the size: 1,000 pending with 100 per read are ten `find`s, each
+/// asking for 100.
+#[tokio::test]
+async fn a_batch_reads_its_identities_in_reads_of_the_configured_size() {
+    let sizes = reread_sizes("read_size", 1000, 100, 100).await;
+    assert_eq!(sizes, vec![100; 10], "one read per 100 identities");
+}
+
+/// Between unequal bounds the handle measures its reads and picks sizes inside them; every
+/// read but a batch's last asks for at least the least, none for more than the most.
+#[tokio::test]
+async fn measured_reads_stay_within_the_bounds() {
+    let sizes = reread_sizes("read_bounds", 1500, 20, 160).await;
     assert_eq!(sizes.iter().sum::<usize>(), 1500, "{sizes:?}");
     let (last, others) = sizes.split_last().unwrap();
     assert!(*last <= 160, "{sizes:?}");
