@@ -198,6 +198,65 @@ async fn the_record_is_bounded_and_a_pruned_operation_is_refused() {
     assert_eq!(stored(&items, id).await.get_i64("stock").unwrap(), 959);
 }
 
+/// The prune is a write like the statement: when its reply is lost (applied, the connection
+/// closed), the call retries under its policy instead of failing with the lost reply.
+#[tokio::test]
+async fn a_prune_whose_reply_is_lost_is_retried() {
+    let (items, _) = open("rel_prune_lost").await;
+    let it = item("a", 10);
+    items.upsert(&it).await.unwrap();
+    let id = it.id().unwrap();
+    // retain(1): the record is full at two entries.
+    for t in 1..=2_i64 {
+        let op = OpId::new(format!("op-{t}"), t);
+        items.apply(id, op, sell()).retain(1).await.unwrap();
+    }
+    let proxy = Proxy::start(proxy::upstream_addr(&support::uri()), Faults::none(), 31).await;
+    let client = support::client_for(&proxy.uri(), &support::Commands::default()).await;
+    let via = Collection::new(
+        client
+            .database(items.inner().namespace().db.as_str())
+            .collection::<Item>("items"),
+    )
+    .deployment(items.deployment().clone())
+    .await
+    .unwrap();
+    proxy.gate_writes();
+    let writer = tokio::spawn(async move {
+        let policy = RetryPolicy::default().initial_backoff(Duration::from_millis(1));
+        via.apply(id, OpId::new("op-3", 3_i64), sell())
+            .retain(1)
+            .retry(policy)
+            .await
+    });
+    // The statement misses (the record is full); the prune that follows loses its reply.
+    proxy.until_arrived(1).await;
+    proxy.admit(1);
+    proxy.until_arrived(2).await;
+    proxy.set_faults(Faults {
+        drop_reply_after_apply: 1.0,
+        ..Faults::none()
+    });
+    proxy.admit(1);
+    proxy.until_decided(2).await;
+    proxy.set_faults(Faults::none());
+    proxy.admit(1000);
+    let outcome = writer.await.unwrap();
+    let decisions = proxy.stats().decisions;
+    assert_eq!(
+        outcome.as_ref().ok(),
+        Some(&ApplyOutcome::Applied),
+        "{outcome:?}; writes: {decisions:?}"
+    );
+    assert_eq!(
+        decisions[1],
+        ("update".into(), proxy::Fault::DropReplyAfterApply)
+    );
+    let doc = stored(&items, id).await;
+    assert_eq!(doc.get_i64("stock").unwrap(), 7);
+    assert_eq!(doc.get_i64(OPS_PRUNED_TO_FIELD).unwrap(), 1);
+}
+
 /// A relative field survives upserts of the document: an unchanged upsert sends nothing, a
 /// changed one leaves the counter and the record alone; Replace is refused.
 #[tokio::test]

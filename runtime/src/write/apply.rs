@@ -219,7 +219,13 @@ pub(crate) async fn apply(
             Explained::Recorded => return Ok(ApplyOutcome::AlreadyApplied),
             Explained::Refused(e) => return Err(e),
             Explained::Prune(kept, pruned_to) => {
-                prune(target, id, &record, kept, pruned_to, session.as_deref_mut()).await?
+                // Its reply can be lost like the statement's: retried under the policy. Sent
+                // again, a prune that did apply misses (the record is no longer as read), and
+                // the next round reads again either way.
+                let pruned = prune(target, id, &record, kept, pruned_to, session.as_deref_mut());
+                if let Err(e) = pruned.await {
+                    tries.failed(e).await?;
+                }
             }
             Explained::Again => {}
         }
