@@ -257,6 +257,57 @@ async fn a_prune_whose_reply_is_lost_is_retried() {
     assert_eq!(doc.get_i64(OPS_PRUNED_TO_FIELD).unwrap(), 1);
 }
 
+/// Lost replies are bounded by the call's retry policy, not by its rounds: eight in a row
+/// (MAX_ROUNDS) under a policy of twenty attempts end in the operation, applied once.
+#[tokio::test]
+async fn lost_replies_are_the_policys_to_bound_not_the_rounds() {
+    let (items, _) = open("rel_lost_in_a_row").await;
+    let it = item("a", 10);
+    items.upsert(&it).await.unwrap();
+    let id = it.id().unwrap();
+    let lost = Faults {
+        drop_reply_after_apply: 1.0,
+        ..Faults::none()
+    };
+    let proxy = Proxy::start(proxy::upstream_addr(&support::uri()), lost, 37).await;
+    let client = support::client_for(&proxy.uri(), &support::Commands::default()).await;
+    let via = Collection::new(
+        client
+            .database(items.inner().namespace().db.as_str())
+            .collection::<Item>("items"),
+    )
+    .deployment(items.deployment().clone())
+    .await
+    .unwrap();
+    proxy.gate_writes();
+    let writer = tokio::spawn(async move {
+        let policy = RetryPolicy::default()
+            .max_attempts(20)
+            .initial_backoff(Duration::from_millis(1))
+            .max_backoff(Duration::from_millis(20));
+        via.apply(id, OpId::new("op-1", 1_i64), sell())
+            .retry(policy)
+            .await
+    });
+    for n in 1..=8 {
+        proxy.until_arrived(n).await;
+        proxy.admit(1);
+    }
+    proxy.until_decided(8).await;
+    proxy.set_faults(Faults::none());
+    proxy.admit(1000);
+    let outcome = writer.await.unwrap();
+    let stats = proxy.stats();
+    assert_eq!(
+        outcome.as_ref().ok(),
+        Some(&ApplyOutcome::AlreadyApplied),
+        "{outcome:?}; writes: {:?}",
+        stats.decisions
+    );
+    assert_eq!(stats.replies_dropped, 8);
+    assert_eq!(stored(&items, id).await.get_i64("stock").unwrap(), 9);
+}
+
 /// A relative field survives upserts of the document: an unchanged upsert sends nothing, a
 /// changed one leaves the counter and the record alone; Replace is refused.
 #[tokio::test]

@@ -169,16 +169,10 @@ pub(crate) async fn apply(
     tries: &mut Attempts,
     mut session: Session<'_>,
 ) -> Result<ApplyOutcome, Error> {
+    // Rounds that settled nothing: a failed attempt (a lost reply, say) is the policy's to
+    // bound, not a round.
     let mut rounds = 0;
     loop {
-        rounds += 1;
-        if rounds > MAX_ROUNDS {
-            return Err(Error::Contention {
-                collection: target.namespace.clone(),
-                id,
-                attempts: MAX_ROUNDS,
-            });
-        }
         let started = Instant::now();
         let sent = match send_statement(target, id, update, tries, session.as_deref_mut()).await {
             Ok(sent) => sent,
@@ -225,9 +219,18 @@ pub(crate) async fn apply(
                 let pruned = prune(target, id, &record, kept, pruned_to, session.as_deref_mut());
                 if let Err(e) = pruned.await {
                     tries.failed(e).await?;
+                    continue;
                 }
             }
             Explained::Again => {}
+        }
+        rounds += 1;
+        if rounds >= MAX_ROUNDS {
+            return Err(Error::Contention {
+                collection: target.namespace.clone(),
+                id,
+                attempts: MAX_ROUNDS,
+            });
         }
     }
 }
