@@ -536,7 +536,7 @@ impl<T: NaturalKey + Send + Sync> Collection<T> {
     ///
     /// ```no_run
     /// # use natural_key::prelude::*;
-    /// use natural_key::{Change, OpId};
+    /// use natural_key::{Change, OpId, RetryPolicy};
     /// #[derive(NaturalKey, Serialize, Deserialize)]
     /// struct Item {
     ///     #[key] sku: String,
