@@ -61,21 +61,10 @@ impl Prepared {
         let update_body = (!relative.is_empty())
             .then(|| {
                 let mut b = RawDocumentBuf::new();
-                for element in body.iter_elements() {
-                    let element = element.map_err(Error::serialize::<T>)?;
-                    if !relative.contains(&element.key()) {
-                        b.append(
-                            element.key(),
-                            element
-                                .value()
-                                .map_err(Error::serialize::<T>)?
-                                .to_raw_bson(),
-                        );
-                    }
-                }
-                Ok::<_, Error>(b)
+                append_fields(&mut b, &body, relative).map(|()| b)
             })
-            .transpose()?;
+            .transpose()
+            .map_err(Error::serialize::<T>)?;
         Ok(Prepared {
             id,
             id_text: id.to_string(),
@@ -129,7 +118,7 @@ impl PreparedEvent {
         check_names(&raw, OwnId::Carried(&id_text)).map_err(|e| e.into_error::<T>(target, id))?;
         let mut body = RawDocumentBuf::new();
         body.append("_id", id_text);
-        append_fields(&mut body, &raw, Some("_id")).map_err(Error::serialize::<T>)?;
+        append_fields(&mut body, &raw, &["_id"]).map_err(Error::serialize::<T>)?;
         if let Some(k) = &idempotency_key {
             body.append(IDEMPOTENCY_FIELD, k.as_str());
         }
@@ -298,15 +287,16 @@ pub(crate) fn name_problem(name: &str, id_is_ours: bool) -> Option<FieldNameProb
     }
 }
 
-/// Appends the fields of `src` to `dst`, but `skip`: a byte copy per field, no `Document`.
+/// Appends the fields of `src` to `dst`, but those named in `skip`: a byte copy per field, no
+/// `Document`.
 pub(crate) fn append_fields(
     dst: &mut RawDocumentBuf,
     src: &RawDocumentBuf,
-    skip: Option<&str>,
+    skip: &[&str],
 ) -> Result<(), bson::raw::Error> {
     for element in src {
         let (key, value) = element?;
-        if Some(key) != skip {
+        if !skip.contains(&key) {
             dst.append_ref(key, value);
         }
     }

@@ -428,7 +428,7 @@ impl Plan {
                 let mut d = RawDocumentBuf::new();
                 d.append("_id", h.to.to_string());
                 let body = home(&h.stored, &h.identity, &h.hash, &h.ids)?;
-                crate::stored::append_fields(&mut d, &body, None)
+                crate::stored::append_fields(&mut d, &body, &[])
                     .map_err(Error::serialize::<Document>)?;
                 Ok((h.to, d))
             })

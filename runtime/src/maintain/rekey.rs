@@ -196,7 +196,7 @@ fn home<T: Send + Sync>(
 ) -> Result<RawDocumentBuf, Error> {
     let mut d = RawDocumentBuf::new();
     d.append("_id", p.id_text.as_str());
-    crate::stored::append_fields(&mut d, &p.body, None).map_err(Error::serialize::<T>)?;
+    crate::stored::append_fields(&mut d, &p.body, &[]).map_err(Error::serialize::<T>)?;
     let known = coll.fields.unwrap_or_default();
     let mut extra = Document::new();
     for (k, v) in old {
@@ -208,8 +208,7 @@ fn home<T: Send + Sync>(
     let mut ids = old.get_array(LEGACY_IDS_FIELD).cloned().unwrap_or_default();
     ids.push(old_id.clone());
     extra.insert(LEGACY_IDS_FIELD, ids);
-    crate::stored::append_fields(&mut d, &fragment(&extra)?, None)
-        .map_err(Error::serialize::<T>)?;
+    crate::stored::append_fields(&mut d, &fragment(&extra)?, &[]).map_err(Error::serialize::<T>)?;
     Ok(d)
 }
 

@@ -13,11 +13,12 @@ use ulid::Ulid;
 use super::rounds::MAX_ROUNDS;
 use super::send::{send, Verdict};
 use crate::change::{operators, Change, OpId};
-use crate::error::{classify, Error};
-use crate::names::{OPS_FIELD, OPS_PRUNED_TO_FIELD, OP_HASH, OP_KEY, OP_TIME, RESERVED_PREFIX};
+use crate::error::{classify, Error, FieldNameProblem};
+use crate::names::{OPS_FIELD, OPS_PRUNED_TO_FIELD, OP_HASH, OP_KEY, OP_TIME};
 use crate::op::{self, Command, Session, Target};
 use crate::outcome::ApplyOutcome;
 use crate::retry::Attempts;
+use crate::stored::name_problem;
 
 /// The longest operation key: a record entry stays small.
 const MAX_KEY_BYTES: usize = 512;
@@ -111,22 +112,17 @@ fn check_path(segments: &[String], relative: &[&str]) -> Result<(), String> {
     let Some(first) = segments.first() else {
         return Err("a change has an empty field path".into());
     };
-    for s in segments {
-        let problem = if s.is_empty() {
-            "is empty"
-        } else if s.starts_with('$') {
-            "starts with `$`, which engines read as an operator"
-        } else if s.contains('.') {
-            "contains `.`, which an update reads as a path; pass the segments separately"
-        } else if s.contains('\0') {
-            "holds a NUL"
-        } else {
-            continue;
+    for (i, s) in segments.iter().enumerate() {
+        let problem = match name_problem(s, true) {
+            // Below the top level, `_id` and `_nk_` names are the user's own.
+            Some(FieldNameProblem::Reserved) if i > 0 => None,
+            Some(problem) => Some(problem.to_string()),
+            None if s.contains('\0') => Some("holds a NUL".to_string()),
+            None => None,
         };
-        return Err(format!("the path segment {s:?} of {segments:?} {problem}"));
-    }
-    if first == "_id" || first.starts_with(RESERVED_PREFIX) {
-        return Err(format!("`{first}` is natural-key's own"));
+        if let Some(problem) = problem {
+            return Err(format!("the path segment {s:?} of {segments:?} {problem}"));
+        }
     }
     if !relative.contains(&first.as_str()) {
         return Err(format!(
