@@ -427,6 +427,7 @@ async fn reread_sizes(test: &str, n: usize, least: usize, most: usize) -> Vec<us
     let limits = natural_key::Limits {
         max_read_identities: most,
         min_read_identities: least,
+        span_reads: false,
         ..detected.limits()
     };
     let coll = Collection::new(db.collection::<Post>("posts"))
@@ -471,4 +472,143 @@ async fn measured_reads_stay_within_the_bounds() {
     let (last, others) = sizes.split_last().unwrap();
     assert!(*last <= 160, "{sizes:?}");
     assert!(others.iter().all(|n| (20..=160).contains(n)), "{sizes:?}");
+}
+
+/// A handle over `posts` that may read a batch's span, and the commands it sent.
+async fn spanning(test: &str) -> (Collection<Post>, support::Commands) {
+    let (db, commands) = support::database(test).await;
+    let detected = natural_key::Deployment::detect(db.client()).await.unwrap();
+    let limits = natural_key::Limits {
+        span_reads: true,
+        ..detected.limits()
+    };
+    let coll = Collection::new(db.collection::<Post>("posts"))
+        .deployment(detected.with_limits(limits))
+        .await
+        .unwrap();
+    (coll, commands)
+}
+
+/// The `_id` range of a span read, and its limit; `None` for a read by identity.
+fn span_of(find: &Document) -> Option<(String, String, i64)> {
+    let range = find.get_document("filter").ok()?.get_document("_id").ok()?;
+    let bound = |op: &str| range.get_str(op).unwrap().to_string();
+    Some((bound("$gte"), bound("$lte"), find.get_i64("limit").unwrap()))
+}
+
+fn id_of(post: &Post) -> String {
+    post.id().unwrap().to_string()
+}
+
+/// The least and greatest id of `posts`.
+fn bounds(posts: &[Post]) -> (String, String) {
+    let ids: Vec<String> = posts.iter().map(id_of).collect();
+    let least = ids.iter().min().unwrap().clone();
+    (least, ids.into_iter().max().unwrap())
+}
+
+/// A fresh handle tries its first large batch as a span: one `find` of the `_id` range from
+/// the least to the greatest id, at most twice as many documents as it has pending, and
+/// nothing else read when that shows every stored document.
+#[tokio::test]
+async fn a_first_large_read_is_one_span_of_ids() {
+    let (coll, commands) = spanning("span_read").await;
+    let mut docs = corpus(600);
+    coll.upsert_many(&docs[..400]).await.unwrap();
+    docs[10].body = "edited".into();
+    commands.reset();
+    let r = coll.upsert_many(&docs).await.unwrap();
+    assert_eq!((r.inserted, r.updated, r.unchanged), (200, 1, 399));
+    let finds = commands.documents("find");
+    assert_probe(&finds[0]);
+    let (least, greatest) = bounds(&docs);
+    assert_eq!(span_of(&finds[1]), Some((least, greatest, 1200)));
+    assert_eq!(finds.len(), 2, "nothing read but the span: {finds:?}");
+    let stored = coll.get(docs[10].id().unwrap()).await.unwrap();
+    assert_eq!(stored.unwrap().body, "edited");
+}
+
+/// A span finds nothing stored under another `_id`: a post whose timestamp moved from before
+/// the batch's least id is taken as new, the identity index refuses its insert, and the next
+/// round, reading by identity, refuses the fork. Nothing is written for it.
+#[tokio::test]
+async fn a_span_misses_a_moved_timestamp_and_the_identity_index_catches_it() {
+    let (coll, commands) = spanning("span_fork").await;
+    let docs = corpus(300);
+    coll.upsert_many(&docs).await.unwrap();
+    let mut input = docs.clone();
+    input[0].published_at = docs[150].published_at + 1;
+    commands.reset();
+    let r = coll.upsert_many(&input).await.unwrap();
+    let failures: Vec<usize> = r.failures.iter().map(|(i, _)| *i).collect();
+    assert_eq!(failures, vec![0]);
+    assert!(
+        matches!(r.failures[0].1, Error::ImmutableKeyChanged { .. }),
+        "{:?}",
+        r.failures[0].1
+    );
+    assert_eq!((r.inserted, r.updated, r.unchanged), (0, 0, 299));
+    let finds = commands.documents("find");
+    let (least, greatest) = bounds(&input);
+    assert!(
+        least > id_of(&docs[0]),
+        "the stored post lies outside the span"
+    );
+    assert_eq!(span_of(&finds[1]), Some((least, greatest, 600)));
+    let reread = finds[2]
+        .get_document("filter")
+        .unwrap()
+        .get_document(natural_key::IDENTITY_FIELD)
+        .unwrap()
+        .get_array("$in")
+        .unwrap();
+    assert_eq!(reread.len(), 1, "the refused post is read by identity");
+    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 300);
+    let stored = coll.get(docs[0].id().unwrap()).await.unwrap();
+    assert_eq!(stored.unwrap(), docs[0], "the stored post is untouched");
+}
+
+/// A span holding more than twice as many documents as the batch has pending is cut at its
+/// limit; what it did not show is read by identity before anything is written.
+#[tokio::test]
+async fn a_crowded_span_reads_the_rest_by_identity() {
+    let (coll, commands) = spanning("span_crowded").await;
+    let docs = corpus(900);
+    coll.upsert_many(&docs).await.unwrap();
+    let batch: Vec<Post> = docs.iter().step_by(3).cloned().collect();
+    commands.reset();
+    let r = coll.upsert_many(&batch).await.unwrap();
+    assert_eq!((r.unchanged, r.failures.len()), (300, 0));
+    let sequence = commands.sequence();
+    assert!(
+        sequence.iter().all(|c| c == "find" || c == "getMore"),
+        "nothing written: {sequence:?}"
+    );
+    let finds = commands.documents("find");
+    assert_eq!(
+        span_of(&finds[1]),
+        Some((bounds(&batch).0, bounds(&batch).1, 600))
+    );
+    let wanted: std::collections::HashSet<String> = batch
+        .iter()
+        .map(|p| p.identity().unwrap().to_string())
+        .collect();
+    let mut reread = Vec::new();
+    for find in &finds[2..] {
+        let values = find
+            .get_document("filter")
+            .unwrap()
+            .get_document(natural_key::IDENTITY_FIELD)
+            .unwrap()
+            .get_array("$in")
+            .unwrap();
+        reread.extend(values.iter().map(|v| v.as_str().unwrap().to_string()));
+    }
+    assert!(!reread.is_empty(), "the span was cut short");
+    assert!(
+        reread.len() < 300,
+        "only what the span did not show: {}",
+        reread.len()
+    );
+    assert!(reread.iter().all(|i| wanted.contains(i)));
 }

@@ -52,6 +52,12 @@ pub struct Limits {
     /// the size; on FerretDB 1.x, which scans the collection for every filter, both are
     /// `usize::MAX`: one read per batch, whatever its size.
     pub min_read_identities: usize,
+    /// Whether a batch's first guard read may be one `_id` range from its least to its
+    /// greatest id instead of `$in` reads. The handle measures both shapes and uses the one
+    /// cheaper per identity: on mongo-java-server, whose `$in` matches every found document
+    /// against the whole list, the span is; where the collection holds many other documents
+    /// between a batch's ids, it is not. `false` reads by identity only.
+    pub span_reads: bool,
 }
 
 pub(crate) const MIB: usize = 1024 * 1024;
@@ -68,6 +74,7 @@ impl Limits {
         max_documents: 1000,
         max_read_identities: 4096,
         min_read_identities: 16,
+        span_reads: true,
     };
 
     /// MongoDB's own: half the 16 MiB command limit for the payload, 10,000 statements
@@ -79,6 +86,7 @@ impl Limits {
         max_documents: 100_000,
         max_read_identities: 4096,
         min_read_identities: 16,
+        span_reads: true,
     };
 }
 

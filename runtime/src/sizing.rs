@@ -1,14 +1,21 @@
-//! How many identities one guard read asks for: measured per handle, within the
-//! [`Limits`](crate::Limits)' bounds.
+//! How the guard reads a batch's stored identities: the shape and the size, measured per
+//! handle, within the [`Limits`](crate::Limits)' bounds.
 //!
-//! What a read of `n` values costs differs from engine to engine, and no one size suits all:
-//! MongoDB answers an `$in` from its index, so larger reads only save round trips;
+//! What a read costs differs from engine to engine, and no one shape suits all. MongoDB
+//! answers an `$in` from its index, so larger reads only save round trips;
 //! mongo-java-server's `$in` costs more per value as it grows (17 µs per value at 100 values,
-//! 516 µs at 10,000); FerretDB 1.x scans the collection for every read, so only one read per
-//! batch is cheap there. The handle times every full-sized read and moves along a ladder of
-//! sizes, doubling or halving, toward the lowest cost per identity — the quantity a batch's
-//! read time is proportional to.
-
+//! 516 µs at 10,000: it matches every found document against the whole list); FerretDB 1.x
+//! scans the collection for every read, so only one read per batch is cheap there. The handle
+//! times every full-sized `$in` read and moves along a ladder of sizes, doubling or halving,
+//! toward the lowest cost per identity — the quantity a batch's read time is proportional to.
+//!
+//! A batch's first read may instead be a *span*: one `_id` range from the least to the
+//! greatest pending id. Ids lead with their domain timestamp, so a batch from one stretch of
+//! time is one stretch of the `_id` order, which every engine can answer without a list to
+//! match. It finds nothing stored under another `_id` (a changed timestamp): the unique
+//! identity index refuses that insert, and the next round reads by identity. The handle
+//! measures a span per pending identity and uses it while it costs less than the `$in` reads'
+//! size in use, trying the other shape again every [`RELEARN_AFTER`] batches.
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -19,11 +26,32 @@ const RELEARN_AFTER: u32 = 32;
 /// Weight of a new measurement in a size's running cost.
 const WEIGHT: f64 = 0.5;
 
+/// Fewest pending identities a span read is tried for: below, one `$in` read is a round trip
+/// either way, and a span can only return more.
+pub(crate) const SPAN_MIN: usize = 256;
+
+/// How a batch's guard read asks for its identities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// `$in` reads of this many identities each.
+    Identities(usize),
+    /// One `_id` range over the pending ids, of at most this many documents; a reply that
+    /// reaches the limit is a span crowded with other documents, and what it did not find is
+    /// read by identity.
+    Span { limit: usize },
+}
+
+/// The documents a span read may return per pending identity before it is cut short: a span
+/// holding more than this of other documents costs more than it saves.
+const SPAN_SLACK: usize = 2;
+
 /// Shared by the clones of one handle.
 #[derive(Debug)]
 pub(crate) struct ReadSizer {
     /// The sizes tried, doubling from the least to the most allowed; the last is the most.
     ladder: Vec<usize>,
+    /// Whether a span read may be tried (`Limits::span_reads`).
+    spans: bool,
     state: Mutex<State>,
 }
 
@@ -35,12 +63,17 @@ struct State {
     cost: Vec<Option<f64>>,
     /// Reads measured since `at` last moved or relearned.
     stayed: u32,
+    /// Running cost per pending identity, in seconds, of a batch that could have been read as
+    /// a span, read as one (`.0`) and by `$in` reads (`.1`).
+    whole: [Option<f64>; 2],
+    /// Batches that could have been read as a span since the shape not in use was last tried.
+    turns: u32,
 }
 
 impl ReadSizer {
     /// Sizes from `least` to `most` (both at least 1); starts at the ladder's middle, the
     /// geometric middle of the range, so that both directions are a few steps away.
-    pub(crate) fn new(least: usize, most: usize) -> Self {
+    pub(crate) fn new(least: usize, most: usize, spans: bool) -> Self {
         let most = most.max(1);
         let least = least.clamp(1, most);
         let mut ladder = Vec::new();
@@ -54,16 +87,60 @@ impl ReadSizer {
             at: ladder.len() / 2,
             cost: vec![None; ladder.len()],
             stayed: 0,
+            whole: [None; 2],
+            turns: 0,
         };
         ReadSizer {
             ladder,
+            spans,
             state: Mutex::new(state),
         }
     }
 
-    /// The number of identities the next read asks for.
+    /// The number of identities the next `$in` read asks for.
     pub(crate) fn size(&self) -> usize {
         self.ladder[self.lock().at]
+    }
+
+    /// How to read `pending` identities. Only a batch's first read (`first`) may be a span:
+    /// what a round after it reads is what the span could not show.
+    pub(crate) fn shape(&self, pending: usize, first: bool) -> Shape {
+        let mut s = self.lock();
+        let identities = Shape::Identities(self.ladder[s.at]);
+        if !self.spans || !first || pending < SPAN_MIN {
+            return identities;
+        }
+        let span = Shape::Span {
+            limit: pending.saturating_mul(SPAN_SLACK),
+        };
+        s.turns += 1;
+        let (cheaper, other) = match s.whole {
+            [None, _] => return span,
+            [Some(_), None] => return identities,
+            [Some(by_span), Some(by_in)] if by_span < by_in => (span, identities),
+            _ => (identities, span),
+        };
+        if s.turns >= RELEARN_AFTER {
+            s.turns = 0;
+            return other;
+        }
+        cheaper
+    }
+
+    /// Records a batch's first read of `pending` identities, in the `shape` [`shape`](Self::shape)
+    /// gave, that took `took` in all: a span's includes the `$in` reads of what it did not
+    /// find when it reached its limit.
+    pub(crate) fn record_whole(&self, shape: Shape, pending: usize, took: Duration) {
+        if !self.spans || pending < SPAN_MIN {
+            return;
+        }
+        let mut s = self.lock();
+        let per = took.as_secs_f64() / pending as f64;
+        let slot = &mut s.whole[usize::from(matches!(shape, Shape::Identities(_)))];
+        *slot = Some(match *slot {
+            Some(old) => old + WEIGHT * (per - old),
+            None => per,
+        });
     }
 
     /// Records a read of `asked` identities that took `took`. Only a read of the size in use
@@ -141,7 +218,7 @@ mod tests {
 
     #[test]
     fn an_engine_charging_per_round_trip_gets_the_largest_reads() {
-        let sizer = ReadSizer::new(16, 4096);
+        let sizer = ReadSizer::new(16, 4096, false);
         let size = settle(&sizer, 100, |n| 0.001 + 1e-6 * n as f64);
         assert_eq!(size, 4096);
     }
@@ -149,14 +226,14 @@ mod tests {
     #[test]
     fn an_engine_whose_in_grows_quadratically_gets_the_cheapest_middle() {
         // Per read a + b·n²: per identity a/n + b·n, lowest at n = √(a/b) = 64.
-        let sizer = ReadSizer::new(16, 4096);
+        let sizer = ReadSizer::new(16, 4096, false);
         let size = settle(&sizer, 100, |n| 2e-4 + 2e-4 / 4096.0 * (n * n) as f64);
         assert_eq!(size, 64);
     }
 
     #[test]
     fn the_size_moves_when_the_engine_changes() {
-        let sizer = ReadSizer::new(16, 4096);
+        let sizer = ReadSizer::new(16, 4096, false);
         settle(&sizer, 100, |n| 0.001 + 1e-6 * n as f64);
         let size = settle(&sizer, 200, |n| 2e-4 + 2e-4 / 4096.0 * (n * n) as f64);
         assert_eq!(size, 64);
@@ -164,10 +241,10 @@ mod tests {
 
     #[test]
     fn equal_bounds_fix_the_size_and_a_smaller_read_is_not_measured() {
-        let fixed = ReadSizer::new(500, 500);
+        let fixed = ReadSizer::new(500, 500, false);
         settle(&fixed, 10, |n| n as f64 * 1e-6);
         assert_eq!(fixed.size(), 500);
-        let sizer = ReadSizer::new(16, 4096);
+        let sizer = ReadSizer::new(16, 4096, false);
         let before = sizer.size();
         sizer.record(before - 1, Duration::from_secs(1));
         assert_eq!(sizer.size(), before);
@@ -176,8 +253,76 @@ mod tests {
 
     #[test]
     fn a_range_of_one_or_inverted_bounds_still_reads_something() {
-        assert_eq!(ReadSizer::new(0, 0).size(), 1);
-        assert_eq!(ReadSizer::new(900, 100).size(), 100);
-        assert_eq!(ReadSizer::new(usize::MAX, usize::MAX).size(), usize::MAX);
+        assert_eq!(ReadSizer::new(0, 0, false).size(), 1);
+        assert_eq!(ReadSizer::new(900, 100, false).size(), 100);
+        assert_eq!(
+            ReadSizer::new(usize::MAX, usize::MAX, false).size(),
+            usize::MAX
+        );
+    }
+
+    /// Feeds `batches` first reads of `pending` identities: a span costs `span` seconds, an
+    /// `$in` read of `n` values `by_in(n)`. Returns how many of the second half were spans.
+    fn choose(
+        sizer: &ReadSizer,
+        batches: usize,
+        pending: usize,
+        span: f64,
+        by_in: impl Fn(usize) -> f64,
+    ) -> usize {
+        let mut spans = 0;
+        for b in 0..batches {
+            let shape = sizer.shape(pending, true);
+            let took = match shape {
+                Shape::Span { limit } => {
+                    assert_eq!(limit, pending * SPAN_SLACK);
+                    spans += usize::from(b >= batches / 2);
+                    span
+                }
+                Shape::Identities(n) => {
+                    let mut total = 0.0;
+                    let mut rest = pending;
+                    while rest > 0 {
+                        let part = n.min(rest);
+                        sizer.record(part, Duration::from_secs_f64(by_in(part)));
+                        total += by_in(part);
+                        rest -= part;
+                    }
+                    total
+                }
+            };
+            sizer.record_whole(shape, pending, Duration::from_secs_f64(took));
+        }
+        spans
+    }
+
+    #[test]
+    fn a_span_cheaper_than_the_in_reads_is_used_and_the_in_reads_measured_again() {
+        // mongo-java-server-like: 10,000 pending, a quadratic `$in`, a span of one scan.
+        let sizer = ReadSizer::new(16, 4096, true);
+        let quadratic = |n: usize| 2e-4 + 2e-4 / 4096.0 * (n * n) as f64;
+        let spans = choose(&sizer, 200, 10_000, 0.02, quadratic);
+        // One batch in RELEARN_AFTER reads by `$in` again, in case the engine changed.
+        assert!((90..100).contains(&spans), "{spans} of 100 were spans");
+    }
+
+    #[test]
+    fn a_span_costlier_than_the_in_reads_is_tried_again_but_not_used() {
+        // A span crowded with other documents: ten times the `$in` reads' cost.
+        let sizer = ReadSizer::new(16, 4096, true);
+        let per_round_trip = |n: usize| 0.001 + 1e-6 * n as f64;
+        let in_cost = (10_000 / 4096 + 1) as f64 * 0.001 + 0.01;
+        let spans = choose(&sizer, 200, 10_000, in_cost * 10.0, per_round_trip);
+        assert!((1..=5).contains(&spans), "{spans} of 100 were spans");
+    }
+
+    #[test]
+    fn only_a_first_read_of_many_identities_may_be_a_span() {
+        let sizer = ReadSizer::new(16, 4096, true);
+        assert!(matches!(sizer.shape(SPAN_MIN, true), Shape::Span { .. }));
+        assert!(matches!(sizer.shape(SPAN_MIN, false), Shape::Identities(_)));
+        assert!(matches!(sizer.shape(SPAN_MIN - 1, true), Shape::Identities(_)));
+        let never = ReadSizer::new(16, 4096, false);
+        assert!(matches!(never.shape(10_000, true), Shape::Identities(_)));
     }
 }

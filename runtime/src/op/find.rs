@@ -60,6 +60,19 @@ pub(crate) async fn find<T: DeserializeOwned>(
     cursor(target, command(target, filter, fields), session).await
 }
 
+/// At most `limit` documents matching `filter`, with only `fields` projected.
+pub(crate) async fn find_limited<T: DeserializeOwned>(
+    target: &Target,
+    filter: RawDocumentBuf,
+    fields: &[&str],
+    limit: i64,
+    session: Session<'_>,
+) -> Result<Vec<T>, mongodb::error::Error> {
+    let mut cmd = command(target, filter, Some(fields));
+    cmd.append("limit", limit);
+    cursor(target, cmd, session).await
+}
+
 /// A `find` of `filter`, with only `fields` projected (`None`: whole documents): every read
 /// natural-key sends starts here.
 fn command(target: &Target, filter: RawDocumentBuf, fields: Option<&[&str]>) -> RawDocumentBuf {

@@ -38,6 +38,7 @@ use crate::op::{self, Command, Refusal, Session, StoredIdentity, Target};
 use crate::outcome::UpsertOutcome;
 use crate::raw::{self, Embedded, ToEmbedded, Value};
 use crate::retry::Attempts;
+use crate::sizing::Shape;
 use crate::stored::{name_problem, Prepared};
 use crate::traits::NaturalKey;
 
@@ -254,7 +255,7 @@ pub(crate) async fn upsert_batch(
         let stored = if round == 0 && insert_first {
             HashMap::new()
         } else {
-            read(call.target, &state, session.as_deref_mut()).await?
+            read(call.target, &state, round == 0, session.as_deref_mut()).await?
         };
         let (inserts, updates) = plan(call, &mut state, &stored, token)?;
         state.pending.clear();
@@ -294,14 +295,34 @@ pub(crate) fn first_ingest_commands(
     Ok(bytes)
 }
 
-/// The stored `_id`, hash and write token of every pending identity, keyed by identity.
+/// The stored `_id`, hash and write token of every pending identity, keyed by identity, read
+/// in the shape the handle measures cheapest (`sizing`). `first`: the batch's first read.
 async fn read(
     target: &Target,
     state: &BatchState<'_, '_>,
+    first: bool,
     mut session: Session<'_>,
 ) -> Result<HashMap<String, StoredIdentity>, Error> {
+    let started = Instant::now();
+    let pending = &state.pending[..];
+    let shape = target.reads.shape(pending.len(), first);
     let mut stored = HashMap::new();
-    let mut rest = &state.pending[..];
+    let unseen: Vec<usize>;
+    let mut rest = pending;
+    if let Shape::Span { limit } = shape {
+        let found = read_span(target, state, limit, session.as_deref_mut()).await?;
+        let complete = found.len() < limit;
+        stored.extend(keyed(found));
+        unseen = match complete {
+            true => Vec::new(),
+            false => pending
+                .iter()
+                .copied()
+                .filter(|&i| !stored.contains_key(&state.items[i].identity))
+                .collect(),
+        };
+        rest = &unseen;
+    }
     while !rest.is_empty() {
         let size = target.reads.size();
         let (part, after) = rest.split_at(size.min(rest.len()));
@@ -315,18 +336,53 @@ async fn read(
         let mut filter = RawDocumentBuf::new();
         filter.append(IDENTITY_FIELD, condition);
         let projection = Some(StoredIdentity::PROJECTION);
-        let started = Instant::now();
+        let at = Instant::now();
         let found: Vec<StoredIdentity> =
             op::find(target, filter, projection, session.as_deref_mut())
                 .await
                 .map_err(classify)?;
-        target.reads.record(part.len(), started.elapsed());
-        let keyed = found
-            .into_iter()
-            .filter_map(|d| Some((d.identity.as_ref()?.as_str()?.to_string(), d)));
-        stored.extend(keyed);
+        target.reads.record(part.len(), at.elapsed());
+        stored.extend(keyed(found));
+    }
+    if first {
+        target
+            .reads
+            .record_whole(shape, pending.len(), started.elapsed());
     }
     Ok(stored)
+}
+
+/// What is stored in the `_id` range from the least to the greatest pending id, at most
+/// `limit` documents.
+async fn read_span(
+    target: &Target,
+    state: &BatchState<'_, '_>,
+    limit: usize,
+    session: Session<'_>,
+) -> Result<Vec<StoredIdentity>, Error> {
+    let ids = state
+        .pending
+        .iter()
+        .map(|&i| state.items[i].id_text.as_str());
+    let (Some(least), Some(greatest)) = (ids.clone().min(), ids.max()) else {
+        return Ok(Vec::new());
+    };
+    let mut range = RawDocumentBuf::new();
+    range.append("$gte", least);
+    range.append("$lte", greatest);
+    let mut filter = RawDocumentBuf::new();
+    filter.append("_id", range);
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    op::find_limited(target, filter, StoredIdentity::PROJECTION, limit, session)
+        .await
+        .map_err(classify)
+}
+
+/// Found documents by their identity; one without (not ours) is left out.
+fn keyed(found: Vec<StoredIdentity>) -> impl Iterator<Item = (String, StoredIdentity)> {
+    found
+        .into_iter()
+        .filter_map(|d| Some((d.identity.as_ref()?.as_str()?.to_string(), d)))
 }
 
 /// Decides every pending item: settles what needs no write, and returns the `insert`
