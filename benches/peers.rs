@@ -3,6 +3,7 @@
 //! re-ingest of unchanged data, re-ingest with 1% changed — by
 //! * `nk`: `upsert_many` (default batch size; its handle opened, which creates its indexes,
 //!   before the timing);
+//! * `nk-in`: the same with `Limits::span_reads` off, reading by identity only;
 //! * `recipe-1` and `recipe-8`: the seed's recipe per document (derive the id and content
 //!   hash, `find_one({_id})` of the stored hash, `update_one({_id}, {$set}, upsert)` when it
 //!   differs), one at a time and eight in flight;
@@ -68,8 +69,9 @@ fn one_percent_changed(docs: &[Post]) -> Vec<Post> {
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Peer {
-    /// With the batch size given (`None`: the library's default).
-    NaturalKey(Option<usize>),
+    /// With the batch size given (`None`: the library's default), and whether a batch's
+    /// first read may be a span.
+    NaturalKey(Option<usize>, bool),
     Recipe(usize),
     Blind(usize),
 }
@@ -77,7 +79,8 @@ enum Peer {
 impl Peer {
     fn label(self) -> String {
         match self {
-            Peer::NaturalKey(_) => "nk".into(),
+            Peer::NaturalKey(_, true) => "nk".into(),
+            Peer::NaturalKey(_, false) => "nk-in".into(),
             Peer::Recipe(k) => format!("recipe-{k}"),
             Peer::Blind(_) => "blind".into(),
         }
@@ -86,8 +89,16 @@ impl Peer {
     /// One phase: `docs` written the peer's way into `db.posts`.
     async fn write(self, db: &Database, docs: &[Post]) {
         match self {
-            Peer::NaturalKey(batch) => {
-                let posts = Collection::<Post>::open(db, "posts").await.unwrap();
+            Peer::NaturalKey(batch, spans) => {
+                let detected = Deployment::detect(db.client()).await.unwrap();
+                let limits = natural_key::Limits {
+                    span_reads: spans,
+                    ..detected.limits()
+                };
+                let posts = Collection::new(db.collection::<Post>("posts"))
+                    .deployment(detected.with_limits(limits))
+                    .await
+                    .unwrap();
                 let size = batch.unwrap_or(natural_key::DEFAULT_BATCH_SIZE);
                 let r = posts.upsert_many(docs).batch_size(size).await.unwrap();
                 assert!(r.failures.is_empty(), "{:?}", r.failures);
@@ -143,6 +154,13 @@ async fn verify(db: &Database, docs: &[Post]) {
     }
 }
 
+/// `NK_PEERS_NK_BATCH`, if set.
+fn nk_batch() -> Option<usize> {
+    std::env::var("NK_PEERS_NK_BATCH")
+        .ok()
+        .map(|_| support::env_usize("NK_PEERS_NK_BATCH", natural_key::DEFAULT_BATCH_SIZE))
+}
+
 const PHASES: [&str; 3] = ["first ingest", "unchanged", "1% changed"];
 
 #[tokio::main]
@@ -167,19 +185,17 @@ async fn main() {
         if ferretdb { 16 } else { 1000 },
     );
     let wanted = std::env::var("NK_PEERS").unwrap_or_else(|_| "nk,recipe-1,recipe-8,blind".into());
-    let peers: Vec<Peer> =
-        wanted
-            .split(',')
-            .map(|w| match w.trim() {
-                "nk" => Peer::NaturalKey(std::env::var("NK_PEERS_NK_BATCH").ok().map(|_| {
-                    support::env_usize("NK_PEERS_NK_BATCH", natural_key::DEFAULT_BATCH_SIZE)
-                })),
-                "recipe-1" => Peer::Recipe(1),
-                "recipe-8" => Peer::Recipe(8),
-                "blind" => Peer::Blind(per_command),
-                other => panic!("NK_PEERS: unknown peer {other:?}"),
-            })
-            .collect();
+    let peers: Vec<Peer> = wanted
+        .split(',')
+        .map(|w| match w.trim() {
+            "nk" => Peer::NaturalKey(nk_batch(), true),
+            "nk-in" => Peer::NaturalKey(nk_batch(), false),
+            "recipe-1" => Peer::Recipe(1),
+            "recipe-8" => Peer::Recipe(8),
+            "blind" => Peer::Blind(per_command),
+            other => panic!("NK_PEERS: unknown peer {other:?}"),
+        })
+        .collect();
     // A database per peer and repetition, dropped only at the end: a phase cut at its budget
     // leaves the engine running what was in flight, and FerretDB 1.24 (SQLite) crashes with
     // SIGBUS when a database is dropped under running queries.
@@ -206,7 +222,7 @@ async fn main() {
             }
             let db = db_of(&label, rep);
             db.drop().await.unwrap();
-            if matches!(peer, Peer::NaturalKey(_)) {
+            if matches!(peer, Peer::NaturalKey(..)) {
                 Collection::<Post>::open(&db, "posts").await.unwrap();
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -259,7 +275,7 @@ async fn main() {
         let cells: Vec<String> = peers
             .iter()
             .map(|p| match (median(&p.label(), phase), nk) {
-                (Some(t), Some(nk)) if !matches!(p, Peer::NaturalKey(_)) => {
+                (Some(t), Some(nk)) if !matches!(p, Peer::NaturalKey(..)) => {
                     format!("{t:.3} (nk {:.2}x)", nk / t)
                 }
                 (Some(t), _) => format!("{t:.3}"),

@@ -321,7 +321,10 @@ mod tests {
         let sizer = ReadSizer::new(16, 4096, true);
         assert!(matches!(sizer.shape(SPAN_MIN, true), Shape::Span { .. }));
         assert!(matches!(sizer.shape(SPAN_MIN, false), Shape::Identities(_)));
-        assert!(matches!(sizer.shape(SPAN_MIN - 1, true), Shape::Identities(_)));
+        assert!(matches!(
+            sizer.shape(SPAN_MIN - 1, true),
+            Shape::Identities(_)
+        ));
         let never = ReadSizer::new(16, 4096, false);
         assert!(matches!(never.shape(10_000, true), Shape::Identities(_)));
     }
