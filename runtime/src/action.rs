@@ -583,7 +583,7 @@ impl<'a, T: NaturalKey + Send + Sync> IntoFuture for Apply<'a, T> {
                     let update = crate::write::apply::Update::of(
                         target,
                         T::__relative_fields(),
-                        self.parts(),
+                        (&self.op, &self.change, self.retain),
                     )?;
                     let mut tries = self.retry.begin("apply", &target.namespace);
                     crate::write::apply::apply(target, self.id, &update, &mut tries, self.session)
@@ -595,11 +595,5 @@ impl<'a, T: NaturalKey + Send + Sync> IntoFuture for Apply<'a, T> {
             }
             .instrument(span),
         )
-    }
-}
-
-impl<T: Send + Sync> Apply<'_, T> {
-    pub(crate) fn parts(&self) -> (&OpId, &Change, usize) {
-        (&self.op, &self.change, self.retain)
     }
 }
