@@ -419,21 +419,48 @@ async fn large_documents_are_cut_into_batches_and_commands_that_fit() {
     assert_eq!(r.already_applied, 40);
 }
 
-/// A handle over `n` stored posts with these read bounds, and the sizes of the guard reads
-/// (after the first `find`, the question) of an unchanged re-ingest in one batch.
-async fn reread_sizes(test: &str, n: usize, least: usize, most: usize) -> Vec<usize> {
+/// A handle over `posts` whose detected limits `edit` changes, and the commands it sent.
+async fn posts_with(
+    test: &str,
+    edit: impl FnOnce(natural_key::Limits) -> natural_key::Limits,
+) -> (Collection<Post>, support::Commands) {
     let (db, commands) = support::database(test).await;
     let detected = natural_key::Deployment::detect(db.client()).await.unwrap();
-    let limits = natural_key::Limits {
-        max_read_identities: most,
-        min_read_identities: least,
-        span_reads: false,
-        ..detected.limits()
-    };
+    let limits = edit(detected.limits());
     let coll = Collection::new(db.collection::<Post>("posts"))
         .deployment(detected.with_limits(limits))
         .await
         .unwrap();
+    (coll, commands)
+}
+
+/// The identities a guard read asks for by `$in`; `None` for another read.
+fn in_values(find: &Document) -> Option<Vec<String>> {
+    let values = find
+        .get_document("filter")
+        .ok()?
+        .get_document(natural_key::IDENTITY_FIELD)
+        .ok()?
+        .get_array("$in")
+        .ok()?;
+    Some(
+        values
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect(),
+    )
+}
+
+/// A handle over `n` stored posts with these read bounds, and the sizes of the guard reads
+/// (after the first `find`, the question) of an unchanged re-ingest in one batch.
+async fn reread_sizes(test: &str, n: usize, least: usize, most: usize) -> Vec<usize> {
+    let (coll, commands) = posts_with(test, |limits| natural_key::Limits {
+        max_read_identities: most,
+        min_read_identities: least,
+        span_reads: false,
+        ..limits
+    })
+    .await;
     let docs = corpus(n);
     coll.upsert_many(&docs).batch_size(n).await.unwrap();
     commands.reset();
@@ -443,15 +470,7 @@ async fn reread_sizes(test: &str, n: usize, least: usize, most: usize) -> Vec<us
     assert_probe(&finds[0]);
     finds[1..]
         .iter()
-        .map(|find| {
-            find.get_document("filter")
-                .unwrap()
-                .get_document(natural_key::IDENTITY_FIELD)
-                .unwrap()
-                .get_array("$in")
-                .unwrap()
-                .len()
-        })
+        .map(|find| in_values(find).expect("a read by identity").len())
         .collect()
 }
 
@@ -476,17 +495,11 @@ async fn measured_reads_stay_within_the_bounds() {
 
 /// A handle over `posts` that may read a batch's span, and the commands it sent.
 async fn spanning(test: &str) -> (Collection<Post>, support::Commands) {
-    let (db, commands) = support::database(test).await;
-    let detected = natural_key::Deployment::detect(db.client()).await.unwrap();
-    let limits = natural_key::Limits {
+    posts_with(test, |limits| natural_key::Limits {
         span_reads: true,
-        ..detected.limits()
-    };
-    let coll = Collection::new(db.collection::<Post>("posts"))
-        .deployment(detected.with_limits(limits))
-        .await
-        .unwrap();
-    (coll, commands)
+        ..limits
+    })
+    .await
 }
 
 /// The `_id` range of a span read, and its limit; `None` for a read by identity.
@@ -555,13 +568,7 @@ async fn a_span_misses_a_moved_timestamp_and_the_identity_index_catches_it() {
         "the stored post lies outside the span"
     );
     assert_eq!(span_of(&finds[1]), Some((least, greatest, 600)));
-    let reread = finds[2]
-        .get_document("filter")
-        .unwrap()
-        .get_document(natural_key::IDENTITY_FIELD)
-        .unwrap()
-        .get_array("$in")
-        .unwrap();
+    let reread = in_values(&finds[2]).expect("a read by identity");
     assert_eq!(reread.len(), 1, "the refused post is read by identity");
     assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 300);
     let stored = coll.get(docs[0].id().unwrap()).await.unwrap();
@@ -585,25 +592,16 @@ async fn a_crowded_span_reads_the_rest_by_identity() {
         "nothing written: {sequence:?}"
     );
     let finds = commands.documents("find");
-    assert_eq!(
-        span_of(&finds[1]),
-        Some((bounds(&batch).0, bounds(&batch).1, 600))
-    );
+    let (least, greatest) = bounds(&batch);
+    assert_eq!(span_of(&finds[1]), Some((least, greatest, 600)));
     let wanted: std::collections::HashSet<String> = batch
         .iter()
         .map(|p| p.identity().unwrap().to_string())
         .collect();
-    let mut reread = Vec::new();
-    for find in &finds[2..] {
-        let values = find
-            .get_document("filter")
-            .unwrap()
-            .get_document(natural_key::IDENTITY_FIELD)
-            .unwrap()
-            .get_array("$in")
-            .unwrap();
-        reread.extend(values.iter().map(|v| v.as_str().unwrap().to_string()));
-    }
+    let reread: Vec<String> = finds[2..]
+        .iter()
+        .flat_map(|find| in_values(find).expect("a read by identity"))
+        .collect();
     assert!(!reread.is_empty(), "the span was cut short");
     assert!(
         reread.len() < 300,
