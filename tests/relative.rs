@@ -69,6 +69,16 @@ async fn open(test: &str) -> (Collection<Item>, support::Commands) {
     (items, commands)
 }
 
+/// The same collection as `items`, reached through `proxy`.
+async fn through(proxy: &Proxy, items: &Collection<Item>) -> Collection<Item> {
+    let client = support::client_for(&proxy.uri(), &support::Commands::default()).await;
+    let db = client.database(items.inner().namespace().db.as_str());
+    Collection::new(db.collection::<Item>("items"))
+        .deployment(items.deployment().clone())
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn an_operation_applies_once_and_its_retry_is_recognised() {
     let (items, _) = open("rel_once").await;
@@ -212,15 +222,7 @@ async fn a_prune_whose_reply_is_lost_is_retried() {
         items.apply(id, op, sell()).retain(1).await.unwrap();
     }
     let proxy = Proxy::start(proxy::upstream_addr(&support::uri()), Faults::none(), 31).await;
-    let client = support::client_for(&proxy.uri(), &support::Commands::default()).await;
-    let via = Collection::new(
-        client
-            .database(items.inner().namespace().db.as_str())
-            .collection::<Item>("items"),
-    )
-    .deployment(items.deployment().clone())
-    .await
-    .unwrap();
+    let via = through(&proxy, &items).await;
     proxy.gate_writes();
     let writer = tokio::spawn(async move {
         let policy = RetryPolicy::default().initial_backoff(Duration::from_millis(1));
@@ -270,15 +272,7 @@ async fn lost_replies_are_the_policys_to_bound_not_the_rounds() {
         ..Faults::none()
     };
     let proxy = Proxy::start(proxy::upstream_addr(&support::uri()), lost, 37).await;
-    let client = support::client_for(&proxy.uri(), &support::Commands::default()).await;
-    let via = Collection::new(
-        client
-            .database(items.inner().namespace().db.as_str())
-            .collection::<Item>("items"),
-    )
-    .deployment(items.deployment().clone())
-    .await
-    .unwrap();
+    let via = through(&proxy, &items).await;
     proxy.gate_writes();
     let writer = tokio::spawn(async move {
         let policy = RetryPolicy::default()
