@@ -31,7 +31,7 @@ use futures::stream::StreamExt;
 use natural_key::bson::{self, doc, Bson, Document};
 use natural_key::mongodb::Database;
 use natural_key::prelude::*;
-use natural_key::{Collection, Deployment, Engine};
+use natural_key::{Collection, Deployment};
 use support::posts::prose;
 
 #[derive(NaturalKey, Serialize, Deserialize, Clone)]
@@ -179,7 +179,7 @@ async fn main() {
     let budget = Duration::from_secs(support::env_usize("NK_PEERS_BUDGET_S", 120) as u64);
     let client = support::plain_client(&support::uri()).await;
     let deployment = Deployment::detect(&client).await.unwrap();
-    let ferretdb = matches!(deployment.engine(), Engine::FerretDb { .. });
+    let ferretdb = deployment.engine().is_ferretdb_v1();
     let per_command = support::env_usize(
         "NK_PEERS_BLIND_PER_COMMAND",
         if ferretdb { 16 } else { 1000 },

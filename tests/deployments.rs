@@ -14,7 +14,7 @@ use natural_key::mongodb::options::{
 };
 use natural_key::mongodb::IndexModel;
 use natural_key::prelude::*;
-use natural_key::{Collection, Engine, Error, RetryPolicy};
+use natural_key::{Collection, Error, RetryPolicy};
 
 #[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
 struct Account {
@@ -55,7 +55,7 @@ async fn unique_email<T: Send + Sync>(coll: &Collection<T>) {
 }
 
 fn is_ferretdb<T: Send + Sync>(coll: &Collection<T>) -> bool {
-    matches!(coll.deployment().engine(), Engine::FerretDb { .. })
+    coll.deployment().engine().is_ferretdb_v1()
 }
 
 /// Item 1: the user's own unique index is not a race to decide again.
@@ -444,7 +444,7 @@ async fn sharded_collections_get_the_identity_in_every_write_filter() {
         assert!(!updates.is_empty());
         // The stored hash guards an update only where the engine compares it atomically;
         // FerretDB 1.x does not, and scans the collection for any filter but `_id` alone.
-        let ferret = matches!(accounts.deployment().engine(), Engine::FerretDb { .. });
+        let ferret = accounts.deployment().engine().is_ferretdb_v1();
         let mut guarded = 0;
         for u in &updates {
             for s in u.get_array("updates").unwrap() {

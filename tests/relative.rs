@@ -362,10 +362,7 @@ async fn concurrent_applies_of_one_operation_apply_it_once() {
     let it = item("a", 100);
     items.upsert(&it).await.unwrap();
     let id = it.id().unwrap();
-    let atomic = !matches!(
-        items.deployment().engine(),
-        natural_key::Engine::FerretDb { .. }
-    );
+    let atomic = !items.deployment().engine().is_ferretdb_v1();
     for round in 0..5_i64 {
         let mut tasks = Vec::new();
         for _ in 0..8 {
@@ -426,10 +423,7 @@ async fn lost_replies_and_four_writers_end_exact_where_naive_inc_does_not() {
     // its write (FerretDB 1.x), two writers' different operations on one document can lose
     // one (docs/crate.md, "Relative updates"): there each writer owns its items, and the
     // lost replies and retries are what is proved.
-    let atomic = !matches!(
-        items.deployment().engine(),
-        natural_key::Engine::FerretDb { .. }
-    );
+    let atomic = !items.deployment().engine().is_ferretdb_v1();
     let item_of = move |k: usize| {
         if atomic {
             k % 10

@@ -316,10 +316,7 @@ async fn create_with(
     match op::create_index(target, index_spec(spec, coverage)).await {
         Ok(()) => Ok(None),
         Err(e) if option_refused(&e) => Ok(Some(e)),
-        // Stored documents already share a value.
-        Err(e) if server_code(&e) == Some(op::write::DUPLICATE_KEY_CODE) => {
-            Err(unavailable(target, spec, e))
-        }
+        Err(e) if stored_duplicates(&e) => Err(unavailable(target, spec, e)),
         Err(e) => Err(classify(e)),
     }
 }
@@ -339,10 +336,25 @@ fn unavailable(target: &Target, spec: &IndexSpec, refusal: mongodb::error::Error
     }
 }
 
-/// A command error about the index's options, not about the data (duplicates) or the link.
+/// Stored documents already share a value: MongoDB answers 11000; FerretDB 2 (DocumentDB)
+/// answers 1 `InternalError`, "could not create exclusion constraint", the code it also
+/// gives when its PostgreSQL fails, so the message decides.
+fn stored_duplicates(e: &mongodb::error::Error) -> bool {
+    match server_code(e) {
+        Some(op::write::DUPLICATE_KEY_CODE) => true,
+        Some(INTERNAL_ERROR) => e.to_string().contains("could not create exclusion constraint"),
+        _ => false,
+    }
+}
+
+const INTERNAL_ERROR: i32 = 1;
+
+/// A command error about the index's options, not about the data (duplicates) or the engine
+/// failing (code 1, `InternalError`, is never an option the engine does not take).
 fn option_refused(e: &mongodb::error::Error) -> bool {
     use mongodb::error::ErrorKind;
-    matches!(e.kind.as_ref(), ErrorKind::Command(c) if c.code != op::write::DUPLICATE_KEY_CODE)
+    matches!(e.kind.as_ref(), ErrorKind::Command(c)
+        if c.code != op::write::DUPLICATE_KEY_CODE && c.code != INTERNAL_ERROR)
 }
 
 fn describe(ix: &IndexInfo) -> String {

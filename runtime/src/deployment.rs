@@ -12,13 +12,38 @@ pub enum Engine {
         /// `buildInfo.version`.
         version: String,
     },
-    /// FerretDB (`buildInfo.ferretdbVersion`).
+    /// FerretDB: 1.x (`buildInfo.ferretdbVersion`, its own SQLite or PostgreSQL backend) or 2.x
+    /// (`buildInfo.ferretdb.version`, on Microsoft's DocumentDB extension for PostgreSQL).
+    /// [`Engine::is_ferretdb_v1`] tells them apart: they share a name and little else.
     FerretDb {
-        /// `buildInfo.ferretdbVersion`.
+        /// The FerretDB release, as it reports it (`v1.24.2`, `v2.5.0`).
         version: String,
     },
     /// `buildInfo` failed: the safe [`Limits`] apply.
     Unknown,
+}
+
+impl Engine {
+    /// Whether this is FerretDB 1.x, whose quirks natural-key works around: it answers no
+    /// filter from an index, its `update` does not re-check its filter as it writes, it counts
+    /// a missing field as absent in a unique index, and an `update` of about 100 statements
+    /// stalls it. FerretDB 2.x, on DocumentDB, has none of them. A FerretDB whose version does
+    /// not parse is taken as 1.x (the workarounds are safe anywhere, only slower).
+    ///
+    /// ```
+    /// use natural_key::Engine;
+    /// let v1 = Engine::FerretDb { version: "v1.24.2".into() };
+    /// let v2 = Engine::FerretDb { version: "v2.5.0".into() };
+    /// assert!(v1.is_ferretdb_v1() && !v2.is_ferretdb_v1());
+    /// assert!(!Engine::MongoDb { version: "7.0.77".into() }.is_ferretdb_v1());
+    /// ```
+    pub fn is_ferretdb_v1(&self) -> bool {
+        let Engine::FerretDb { version } = self else {
+            return false;
+        };
+        let major = version.trim_start_matches('v').split('.').next();
+        major.and_then(|m| m.parse::<u32>().ok()).is_none_or(|m| m < 2)
+    }
 }
 
 /// How large the commands natural-key sends may be. Detected with the [`Deployment`];
@@ -141,7 +166,7 @@ impl Deployment {
     /// FerretDB 1.x answers no filter from an index (SQLite's pushdown of a lone `_id` misses
     /// the index expression): every statement scans the collection.
     pub(crate) fn scans_every_filter(&self) -> bool {
-        matches!(self.engine, Engine::FerretDb { .. })
+        self.engine.is_ferretdb_v1()
     }
 
     /// Whether an update statement's filter carries the stored hash, so that a change since the
@@ -158,12 +183,12 @@ impl Deployment {
     /// the matching documents, then writes each back whole: a concurrent update that read the
     /// same version overwrites this one, filter or not.
     pub(crate) fn atomic_update_filters(&self) -> bool {
-        !matches!(self.engine, Engine::FerretDb { .. })
+        !self.engine.is_ferretdb_v1()
     }
 
     /// FerretDB 1.x lets any number of documents lack a uniquely indexed field; MongoDB counts a
     /// missing field as null.
     pub(crate) fn missing_field_is_absent_in_unique_indexes(&self) -> bool {
-        matches!(self.engine, Engine::FerretDb { .. })
+        self.engine.is_ferretdb_v1()
     }
 }

@@ -1,6 +1,7 @@
 //! `find` + `getMore`, to the primary, in the caller's session.
 
 use bson::{doc, Bson, RawDocumentBuf};
+use mongodb::error::ErrorKind;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
@@ -103,7 +104,32 @@ pub(crate) async fn is_empty(
 }
 
 /// Runs a command that answers with a cursor and reads it to the end with `getMore`.
+///
+/// A cursor belongs to the session that opened it: MongoDB and DocumentDB refuse a `getMore`
+/// from any other (code 13, "Cursor session id ... is not the same as the operation context's
+/// session id"). Each command sent without a session gets an implicit one of its own from the
+/// driver's pool, which is the same as the `find`'s only by luck, so without the caller's
+/// session the whole read runs in one session started here. A deployment without sessions
+/// refuses an explicit one before anything is sent; there the read goes without (the driver
+/// attaches none either).
 pub(crate) async fn cursor<T: DeserializeOwned>(
+    target: &Target,
+    cmd: RawDocumentBuf,
+    session: Session<'_>,
+) -> Result<Vec<T>, mongodb::error::Error> {
+    if session.is_some() {
+        return read_to_end(target, cmd, session).await;
+    }
+    let mut own = target.db.client().start_session().await?;
+    match read_to_end(target, cmd.clone(), Some(&mut own)).await {
+        Err(e) if matches!(*e.kind, ErrorKind::SessionsNotSupported) => {
+            read_to_end(target, cmd, None).await
+        }
+        other => other,
+    }
+}
+
+async fn read_to_end<T: DeserializeOwned>(
     target: &Target,
     cmd: RawDocumentBuf,
     mut session: Session<'_>,

@@ -24,8 +24,18 @@ pub(crate) struct Hello {
 pub(crate) struct BuildInfo {
     #[serde(default)]
     pub(crate) version: Option<String>,
+    /// FerretDB 1.x.
     #[serde(rename = "ferretdbVersion", default)]
     pub(crate) ferretdb_version: Option<String>,
+    /// FerretDB 2.x: `ferretdb: {version: "v2.5.0", ...}`.
+    #[serde(default)]
+    pub(crate) ferretdb: Option<FerretDbInfo>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct FerretDbInfo {
+    #[serde(default)]
+    pub(crate) version: Option<String>,
 }
 
 async fn run(db: &Database, name: &str) -> Result<bson::Document, mongodb::error::Error> {
@@ -69,24 +79,25 @@ impl Deployment {
     }
 
     pub(crate) fn from_replies(hello: &Hello, info: Option<&BuildInfo>) -> Self {
-        let engine = match info {
-            Some(BuildInfo {
-                ferretdb_version: Some(v),
-                ..
-            }) => Engine::FerretDb { version: v.clone() },
-            Some(i) => Engine::MongoDb {
+        let ferretdb = info.and_then(|i| {
+            let v2 = i.ferretdb.as_ref().map(|f| f.version.clone().unwrap_or_default());
+            i.ferretdb_version.clone().or(v2)
+        });
+        let engine = match (info, ferretdb) {
+            (Some(_), Some(version)) => Engine::FerretDb { version },
+            (Some(i), None) => Engine::MongoDb {
                 version: i.version.clone().unwrap_or_default(),
             },
-            None => Engine::Unknown,
+            (None, _) => Engine::Unknown,
         };
         let mut limits = match engine {
-            Engine::MongoDb { .. } => Limits::MONGODB,
             // Every read scans the collection there: one read per batch.
-            Engine::FerretDb { .. } => Limits {
+            _ if engine.is_ferretdb_v1() => Limits {
                 max_read_identities: usize::MAX,
                 min_read_identities: usize::MAX,
                 ..Limits::SAFE
             },
+            Engine::MongoDb { .. } | Engine::FerretDb { .. } => Limits::MONGODB,
             Engine::Unknown => Limits::SAFE,
         };
         if let Some(n) = hello
@@ -130,6 +141,7 @@ mod tests {
         let ferret = BuildInfo {
             version: Some("7.0.77".into()),
             ferretdb_version: Some("v1.24.2".into()),
+            ferretdb: None,
         };
         let d = Deployment::from_replies(&hello(), Some(&ferret));
         assert_eq!(
@@ -144,9 +156,31 @@ mod tests {
         assert_eq!(d.limits().max_read_identities, usize::MAX);
         assert!(!d.is_sharded());
 
+        // FerretDB 2 on DocumentDB: none of 1.x's workarounds, MongoDB's limits.
+        let ferret2 = BuildInfo {
+            version: Some("7.0.77".into()),
+            ferretdb_version: None,
+            ferretdb: Some(FerretDbInfo {
+                version: Some("v2.5.0".into()),
+            }),
+        };
+        let d = Deployment::from_replies(&hello(), Some(&ferret2));
+        assert_eq!(
+            d.engine(),
+            &Engine::FerretDb {
+                version: "v2.5.0".into()
+            }
+        );
+        assert!(!d.engine().is_ferretdb_v1());
+        assert!(d.atomic_update_filters() && !d.scans_every_filter());
+        assert!(!d.missing_field_is_absent_in_unique_indexes());
+        assert_eq!(d.limits().max_statements, 10_000);
+        assert_eq!(d.limits().max_read_identities, 4096);
+
         let mongo = BuildInfo {
             version: Some("7.0.0".into()),
             ferretdb_version: None,
+            ferretdb: None,
         };
         let d = Deployment::from_replies(&hello(), Some(&mongo));
         assert_eq!(d.limits().max_statements, 10_000);

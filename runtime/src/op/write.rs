@@ -161,10 +161,7 @@ pub(crate) fn refusal(
             message: message.to_string(),
         };
     }
-    let index_in_message = message
-        .split_once("index: ")
-        .and_then(|(_, rest)| rest.split_whitespace().next())
-        .map(|s| s.trim_end_matches(','));
+    let index_in_message = index_named(message);
     let key_in_message = message
         .split_once("dup key: ")
         .map(|(_, rest)| rest.trim().to_string());
@@ -189,6 +186,20 @@ pub(crate) fn refusal(
         (None, None) => message.to_string(),
     };
     Refusal::UserIndex { index, key }
+}
+
+/// The index a duplicate-key message names: MongoDB's and mongo-java-server's
+/// `... index: email_1 dup key: { ... }`, or FerretDB 2's (DocumentDB's) `Duplicate key
+/// violation on the requested collection: Index 'email_1'`, which names no key value.
+fn index_named(message: &str) -> Option<&str> {
+    if let Some((_, rest)) = message.split_once("index: ") {
+        return rest
+            .split_whitespace()
+            .next()
+            .map(|s| s.trim_end_matches(','));
+    }
+    let (_, rest) = message.split_once("Index '")?;
+    rest.split_once('\'').map(|(name, _)| name)
 }
 
 /// Cuts items of the given sizes into consecutive commands of at most `max_bytes` and
@@ -340,6 +351,19 @@ mod tests {
             refusal(11000, "", Some(&doc! {"_id": 1, "email": 1}), None),
             Refusal::UserIndex { .. }
         ));
+        // FerretDB 2 (DocumentDB) names the index in quotes, with no key pattern or value.
+        let msg = "Duplicate key violation on the requested collection: Index '_id_'";
+        assert_eq!(refusal(11000, msg, None, None), Refusal::Ours);
+        let msg = "Duplicate key violation on the requested collection: Index 'nk_identity'";
+        assert_eq!(refusal(11000, msg, None, None), Refusal::Ours);
+        let msg = "Duplicate key violation on the requested collection: Index 'email_u'";
+        assert_eq!(
+            refusal(11000, msg, None, None),
+            Refusal::UserIndex {
+                index: "email_u".into(),
+                key: msg.into()
+            }
+        );
         // FerretDB 1.x names no index.
         let msg = "E11000 duplicate key error collection: db.users";
         assert_eq!(
