@@ -6,7 +6,7 @@
 //! cargo run --example events
 //! ```
 //!
-//! Uses `MONGODB_URI`, or starts the embedded FerretDB (`scripts/db up`) when it is unset.
+//! Uses `MONGODB_URI`, or starts the test engine (`scripts/db up`: FerretDB 2 on DocumentDB) when it is unset.
 
 #[path = "common/mod.rs"]
 mod common;

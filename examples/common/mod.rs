@@ -5,7 +5,7 @@ use std::process::Command;
 
 use natural_key::mongodb::Collection;
 
-/// `MONGODB_URI` if set; otherwise start (building once) the embedded FerretDB with
+/// `MONGODB_URI` if set; otherwise start (building once) the test engine (FerretDB 2 on DocumentDB where it can be built) with
 /// `scripts/db up` and use the URI it prints last.
 pub fn mongodb_uri() -> Result<String, Box<dyn std::error::Error>> {
     if let Ok(uri) = std::env::var("MONGODB_URI") {
@@ -14,7 +14,7 @@ pub fn mongodb_uri() -> Result<String, Box<dyn std::error::Error>> {
         }
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
-    eprintln!("MONGODB_URI is not set: starting the embedded FerretDB with scripts/db up ...");
+    eprintln!("MONGODB_URI is not set: starting the test engine with scripts/db up ...");
     let out = Command::new("bash")
         .arg(&script)
         .arg("up")

@@ -146,7 +146,9 @@ pub enum Error {
         id: Ulid,
         /// The index name (or its key pattern, where the engine names no index).
         index: String,
-        /// The duplicated key value as the server reported it, e.g. `{ email: "a@example.com" }`.
+        /// The duplicated key value as the server reported it, e.g. `{ email: "a@example.com" }`;
+        /// [`UNNAMED_KEY`](Error::UNNAMED_KEY) where the engine names the index but not the value
+        /// (FerretDB 2 / DocumentDB).
         key: String,
     },
 
@@ -509,6 +511,15 @@ impl Error {
         }
     }
 
+    /// The `key` of an [`Error::UniqueIndexViolation`] whose engine named the index but not
+    /// the duplicated value (FerretDB 2 on DocumentDB says only "Duplicate key violation on the
+    /// requested collection: Index 'email_1'"): the document's own value of that index.
+    ///
+    /// ```
+    /// assert_eq!(natural_key::Error::UNNAMED_KEY, "its value");
+    /// ```
+    pub const UNNAMED_KEY: &'static str = "its value";
+
     /// A short name of the variant, stable across releases: the `kind` label of the
     /// counters of the `metrics` module, and handy in logs. `key`, `serialize`,
     /// `immutable_key_changed`, `contention`, `write_failed`, `unique_index_violation`,
@@ -611,9 +622,47 @@ impl fmt::Display for Chain<'_> {
 /// specifications' lists: not primary, node recovering or shutting down, host unreachable,
 /// network timeout, socket exception, exceeded time limit), and the engines' [`THROTTLE_CODES`].
 const TRANSIENT_CODES: &[i32] = &[
-    11600, 11602, 10107, 13435, 13436, 10058, 189, 91, 7, 6, 89, 9001, 134, 262, 147, 16500, 112,
-    148, 50, 11601,
+    11600,
+    11602,
+    10107,
+    13435,
+    13436,
+    10058,
+    189,
+    91,
+    7,
+    6,
+    89,
+    9001,
+    134,
+    262,
+    147,
+    16500,
+    112,
+    148,
+    PG_DEADLOCK_DETECTED,
+    PG_SERIALIZATION_FAILURE,
+    50,
+    11601,
 ];
+
+/// A PostgreSQL SQLSTATE as DocumentDB passes it through as an error code: PostgreSQL's own
+/// encoding of the five characters, six bits each (`MAKE_SQLSTATE` in its `elog.h`).
+const fn sqlstate(s: &[u8; 5]) -> i32 {
+    let mut code = 0;
+    let mut i = 0;
+    while i < 5 {
+        code |= ((s[i].wrapping_sub(b'0') & 0x3f) as i32) << (6 * i);
+        i += 1;
+    }
+    code
+}
+
+/// `40P01` deadlock_detected: PostgreSQL aborted one of two transactions waiting on each
+/// other (concurrent inserts into one unique index can), rolling its statement back.
+const PG_DEADLOCK_DETECTED: i32 = sqlstate(b"40P01");
+/// `40001` serialization_failure: the statement's transaction was rolled back.
+const PG_SERIALIZATION_FAILURE: i32 = sqlstate(b"40001");
 
 /// Codes with which a managed engine refuses a command, or some statements of one, because it
 /// is busy, having applied none of them: the send loop waits as asked and sends them again.
@@ -624,7 +673,17 @@ const TRANSIENT_CODES: &[i32] = &[
 ///   errors").
 /// - 112 `WriteConflict` and 148 "Insufficient resources to run query": Amazon DocumentDB 8.0
 ///   (developer guide, "Error codes").
-pub(crate) const THROTTLE_CODES: &[i32] = &[16500, 112, 148];
+/// - PostgreSQL's transaction rollbacks under FerretDB 2 / DocumentDB (and so Azure
+///   DocumentDB), which passes their SQLSTATE through as the code of a write error:
+///   16908292 "deadlock detected" (`40P01`; seen with 4 event writers through one unique index)
+///   and 16777220 (`40001`). Nothing of the statement stayed; no wait is named.
+pub(crate) const THROTTLE_CODES: &[i32] = &[
+    16500,
+    112,
+    148,
+    PG_DEADLOCK_DETECTED,
+    PG_SERIALIZATION_FAILURE,
+];
 
 /// Codes after which a write may or may not have been applied: its writer decides from the
 /// next read, as after a lost reply (every natural-key write stamps its token).
@@ -758,6 +817,10 @@ mod tests {
         }
         assert!(THROTTLE_CODES.contains(&112) && THROTTLE_CODES.contains(&148));
         assert!(UNKNOWN_OUTCOME_CODES.contains(&11601));
+        // FerretDB 2 / DocumentDB pass PostgreSQL's rollbacks through as SQLSTATE codes.
+        assert_eq!((PG_DEADLOCK_DETECTED, PG_SERIALIZATION_FAILURE), (16908292, 16777220));
+        assert!(THROTTLE_CODES.contains(&16908292) && THROTTLE_CODES.contains(&16777220));
+        assert!(classify(command_error(16908292, "deadlock detected")).is_transient());
         // DocumentDB's 225 TransactionTooOld is a stale retry, not a transient failure.
         assert!(!classify(command_error(225, "x")).is_transient());
     }

@@ -183,6 +183,8 @@ pub(crate) fn refusal(
     let key = match (key_value, key_in_message) {
         (Some(v), _) => v.to_string(),
         (None, Some(k)) => k,
+        // FerretDB 2 (DocumentDB) names the index only.
+        (None, None) if index_in_message.is_some() => Error::UNNAMED_KEY.to_string(),
         (None, None) => message.to_string(),
     };
     Refusal::UserIndex { index, key }
@@ -361,7 +363,7 @@ mod tests {
             refusal(11000, msg, None, None),
             Refusal::UserIndex {
                 index: "email_u".into(),
-                key: msg.into()
+                key: "its value".into()
             }
         );
         // FerretDB 1.x names no index.
