@@ -41,9 +41,10 @@ async fn main() {
     let statements = support::env_usize("NK_FILTER_STATEMENTS", 200).min(n);
     let per_command = support::env_usize("NK_FILTER_PER_COMMAND", 16).max(1);
     let ferretdb = natural_key::Deployment::detect(&client)
-            .await
-            .unwrap()
-            .engine().is_ferretdb_v1();
+        .await
+        .unwrap()
+        .engine()
+        .is_ferretdb_v1();
     let blind_per_command = if ferretdb { 16 } else { 1000 };
     for round in 0..if full { 3 } else { 1 } {
         let t = Instant::now();

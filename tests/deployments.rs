@@ -86,7 +86,10 @@ async fn a_violated_user_unique_index_is_permanent_and_named() {
             key.contains("a@example.com") || key == Error::UNNAMED_KEY,
             "{key}"
         );
-        assert!(!err.to_string().contains("Duplicate key violation"), "{err}");
+        assert!(
+            !err.to_string().contains("Duplicate key violation"),
+            "{err}"
+        );
     }
     // One attempt, at most three read-decide rounds (FerretDB names no index: an update by
     // `_id` that matches nothing, and the insert refused again, tell it apart) — not 8 rounds

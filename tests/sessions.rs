@@ -63,7 +63,8 @@ async fn recording_client(uri: &str, wire: Arc<Mutex<Wire>>) -> Client {
                 if let Some(id) = cursor {
                     w.get_mores.push((id, lsid.clone()));
                 }
-                w.started.insert(s.request_id, (s.command_name, lsid, cursor));
+                w.started
+                    .insert(s.request_id, (s.command_name, lsid, cursor));
             }
             CommandEvent::Succeeded(s) => {
                 let Some((name, lsid, _)) = w.started.get(&s.request_id).cloned() else {

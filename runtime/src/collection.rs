@@ -342,7 +342,9 @@ fn unavailable(target: &Target, spec: &IndexSpec, refusal: mongodb::error::Error
 fn stored_duplicates(e: &mongodb::error::Error) -> bool {
     match server_code(e) {
         Some(op::write::DUPLICATE_KEY_CODE) => true,
-        Some(INTERNAL_ERROR) => e.to_string().contains("could not create exclusion constraint"),
+        Some(INTERNAL_ERROR) => e
+            .to_string()
+            .contains("could not create exclusion constraint"),
         _ => false,
     }
 }

@@ -42,7 +42,9 @@ impl Engine {
             return false;
         };
         let major = version.trim_start_matches('v').split('.').next();
-        major.and_then(|m| m.parse::<u32>().ok()).is_none_or(|m| m < 2)
+        major
+            .and_then(|m| m.parse::<u32>().ok())
+            .is_none_or(|m| m < 2)
     }
 }
 

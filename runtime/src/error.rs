@@ -818,7 +818,10 @@ mod tests {
         assert!(THROTTLE_CODES.contains(&112) && THROTTLE_CODES.contains(&148));
         assert!(UNKNOWN_OUTCOME_CODES.contains(&11601));
         // FerretDB 2 / DocumentDB pass PostgreSQL's rollbacks through as SQLSTATE codes.
-        assert_eq!((PG_DEADLOCK_DETECTED, PG_SERIALIZATION_FAILURE), (16908292, 16777220));
+        assert_eq!(
+            (PG_DEADLOCK_DETECTED, PG_SERIALIZATION_FAILURE),
+            (16908292, 16777220)
+        );
         assert!(THROTTLE_CODES.contains(&16908292) && THROTTLE_CODES.contains(&16777220));
         assert!(classify(command_error(16908292, "deadlock detected")).is_transient());
         // DocumentDB's 225 TransactionTooOld is a stale retry, not a transient failure.

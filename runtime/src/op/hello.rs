@@ -80,7 +80,10 @@ impl Deployment {
 
     pub(crate) fn from_replies(hello: &Hello, info: Option<&BuildInfo>) -> Self {
         let ferretdb = info.and_then(|i| {
-            let v2 = i.ferretdb.as_ref().map(|f| f.version.clone().unwrap_or_default());
+            let v2 = i
+                .ferretdb
+                .as_ref()
+                .map(|f| f.version.clone().unwrap_or_default());
             i.ferretdb_version.clone().or(v2)
         });
         let engine = match (info, ferretdb) {
