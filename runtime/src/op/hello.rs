@@ -115,7 +115,7 @@ impl Deployment {
             .and_then(|n| usize::try_from(n).ok())
         {
             limits.max_statements = limits.max_statements.min(n).max(1);
-            // The statement cap is FerretDB's update stall; inserts only have the batch size.
+            // The statement cap is FerretDB 1.x's update stall; inserts only have the batch size.
             limits.max_documents = n.max(1);
         }
         Deployment {

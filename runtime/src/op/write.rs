@@ -114,7 +114,7 @@ impl Refusal {
 }
 
 /// A write command that failed as a whole: a duplicate key is a refusal of its documents
-/// (FerretDB reports some that way, without an index); anything else fails the batch.
+/// (FerretDB 1.x reports some that way, without an index); anything else fails the batch.
 pub(crate) fn command_refusal(e: mongodb::error::Error) -> Result<Refusal, Error> {
     match server_code(&e) {
         Some(code @ DUPLICATE_KEY_CODE) => Ok(refusal(code, &e.to_string(), None, None)),

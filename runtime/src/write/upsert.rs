@@ -189,7 +189,7 @@ struct BatchState<'p, 'm> {
     one_by_one: bool,
     /// What the read showed when each item's `update` statement was planned.
     planned: Vec<Option<View>>,
-    /// Per item, what tells a duplicate on an index the engine did not name (FerretDB names
+    /// Per item, what tells a duplicate on an index the engine did not name (FerretDB 1.x names
     /// none) from one on ours, across rounds.
     unnamed: Vec<Option<Unnamed>>,
 }
