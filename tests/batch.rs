@@ -350,7 +350,10 @@ async fn writers_in_opposite_orders_do_not_wait_on_each_other() {
         inserted += r.inserted;
     }
     assert_eq!(inserted, n as u64, "every document inserted once");
-    assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), n as u64);
+    assert_eq!(
+        coll.inner().count_documents(doc! {}).await.unwrap(),
+        n as u64
+    );
 }
 
 #[derive(RandomId, Serialize, Deserialize, Clone, Debug)]

@@ -555,3 +555,53 @@ async fn a_stalled_engine_is_a_timeout_not_a_hang() {
     let stored = direct.inner().count_documents(doc! {}).await.unwrap();
     assert_eq!(stored, 1, "nothing but the first account was written");
 }
+
+/// The handle tells the engine apart as its own `buildInfo` reply does: FerretDB 1.x
+/// (`ferretdbVersion`), FerretDB 2 on DocumentDB (`ferretdb.version`), anything else as MongoDB.
+/// Where CI knows which engine it started, `NK_EXPECT_ENGINE` (documentdb, ferretdb1, java)
+/// says so, and the detection must agree.
+#[tokio::test]
+async fn the_engine_is_told_apart_by_its_build_info() {
+    let (db, _) = support::database("engine_detected").await;
+    let info = db
+        .client()
+        .database("admin")
+        .run_command(doc! { "buildInfo": 1 })
+        .await
+        .unwrap();
+    let deployment = natural_key::Deployment::detect(db.client()).await.unwrap();
+    let engine = deployment.engine();
+    let v1 = info.get_str("ferretdbVersion").ok();
+    let v2 = info
+        .get_document("ferretdb")
+        .ok()
+        .and_then(|f| f.get_str("version").ok());
+    match (v1, v2) {
+        (Some(v), _) => {
+            assert_eq!(engine, &natural_key::Engine::FerretDb { version: v.into() });
+            assert!(engine.is_ferretdb_v1());
+            assert_eq!(deployment.limits().max_statements, 16);
+        }
+        (None, Some(v)) => {
+            assert_eq!(engine, &natural_key::Engine::FerretDb { version: v.into() });
+            assert!(!engine.is_ferretdb_v1(), "{v}");
+            assert!(deployment.limits().max_statements > 16);
+        }
+        (None, None) => {
+            assert!(
+                matches!(engine, natural_key::Engine::MongoDb { .. }),
+                "{engine:?}"
+            );
+        }
+    }
+    let expected = std::env::var("NK_EXPECT_ENGINE").unwrap_or_default();
+    let is = match (v1, v2) {
+        (Some(_), _) => "ferretdb1",
+        (None, Some(_)) => "documentdb",
+        (None, None) => "java",
+    };
+    assert!(
+        expected.is_empty() || expected == is,
+        "CI started {expected}, the handle sees {is}: {engine:?}"
+    );
+}
