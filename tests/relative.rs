@@ -208,6 +208,48 @@ async fn the_record_is_bounded_and_a_pruned_operation_is_refused() {
     assert_eq!(stored(&items, id).await.get_i64("stock").unwrap(), 959);
 }
 
+/// An engine that takes an `apply`'s statement and never answers (a paused process, a
+/// black-holed network): the call ends after its policy's attempt timeout, as `upsert` does,
+/// with a transient `Timeout`. It waited on, past 12 s, before each step was bounded.
+#[tokio::test]
+async fn a_stalled_engine_ends_an_apply_at_its_attempt_timeout() {
+    use std::future::IntoFuture;
+    let (items, _) = open("rel_stalled").await;
+    let it = item("a", 10);
+    items.upsert(&it).await.unwrap();
+    let id = it.id().unwrap();
+    let proxy = Proxy::start(proxy::upstream_addr(&support::uri()), Faults::none(), 41).await;
+    let via = through(&proxy, &items).await;
+    proxy.set_stall(true);
+    let policy = RetryPolicy::none().attempt_timeout(Duration::from_secs(2));
+    let call = via
+        .apply(id, OpId::new("op-1", 1_i64), sell())
+        .retry(policy)
+        .into_future();
+    let outcome = tokio::time::timeout(Duration::from_secs(12), call)
+        .await
+        .expect("apply still waiting on a stalled engine after 12 s");
+    let err = outcome.unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    assert!(err.is_transient());
+
+    // Under a policy with attempts left, the same call converges once the engine answers.
+    let policy = RetryPolicy::default()
+        .initial_backoff(Duration::from_millis(10))
+        .attempt_timeout(Duration::from_millis(500));
+    let writer = tokio::spawn(async move {
+        via.apply(id, OpId::new("op-1", 1_i64), sell())
+            .retry(policy)
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    proxy.set_stall(false);
+    let outcome = writer.await.unwrap().unwrap();
+    // The proxy holds a stalled write before forwarding it: the first call applied nothing.
+    assert_eq!(outcome, ApplyOutcome::Applied);
+    assert_eq!(stored(&items, id).await.get_i64("stock").unwrap(), 9);
+}
+
 /// The prune is a write like the statement: when its reply is lost (applied, the connection
 /// closed), the call retries under its policy instead of failing with the lost reply.
 #[tokio::test]

@@ -6,7 +6,8 @@
 
 use bson::{doc, Document, RawDocumentBuf};
 use serde::Deserialize;
-use std::time::Instant;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
 use ulid::Ulid;
 
@@ -168,11 +169,14 @@ pub(crate) async fn apply(
     // Rounds that settled nothing: a failed attempt (a lost reply, say) is the policy's to
     // bound, not a round.
     let mut rounds = 0;
+    let limit = tries.attempt_timeout();
     loop {
         let started = Instant::now();
-        let sent = match send_statement(target, id, update, tries, session.as_deref_mut()).await {
+        let sending = send_statement(target, id, update, tries, session.as_deref_mut());
+        let sent = match within(limit, sending).await {
             Ok(sent) => sent,
             Err(e) => {
+                let e = e.unwrap_or_else(|| tries.timed_out());
                 tries.failed(e).await?;
                 continue;
             }
@@ -186,9 +190,10 @@ pub(crate) async fn apply(
             // that a copy that dropped our change is seen, and the change sent again.
             tokio::time::sleep(started.elapsed()).await;
         }
-        let record = match read(target, id, session.as_deref_mut()).await {
+        let record = match within(limit, read(target, id, session.as_deref_mut())).await {
             Ok(record) => record,
             Err(e) => {
+                let e = e.unwrap_or_else(|| tries.timed_out());
                 tries.failed(e).await?;
                 continue;
             }
@@ -213,7 +218,8 @@ pub(crate) async fn apply(
                 // again, a prune that did apply misses (the record is no longer as read), and
                 // the next round reads again either way.
                 let pruned = prune(target, id, &record, kept, pruned_to, session.as_deref_mut());
-                if let Err(e) = pruned.await {
+                if let Err(e) = within(limit, pruned).await {
+                    let e = e.unwrap_or_else(|| tries.timed_out());
                     tries.failed(e).await?;
                     continue;
                 }
@@ -228,6 +234,19 @@ pub(crate) async fn apply(
                 attempts: MAX_ROUNDS,
             });
         }
+    }
+}
+
+/// One step of an attempt (a command, and the throttle waits inside it), abandoned after the
+/// policy's attempt timeout: `Err(None)`, for the caller to turn into [`Error::Timeout`] once
+/// the step no longer borrows its attempts.
+async fn within<T>(
+    limit: Duration,
+    step: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Option<Error>> {
+    match tokio::time::timeout(limit, step).await {
+        Ok(result) => result.map_err(Some),
+        Err(_) => Err(None),
     }
 }
 
