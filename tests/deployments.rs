@@ -100,21 +100,31 @@ async fn a_violated_user_unique_index_is_permanent_and_named() {
     let n = accounts.inner().count_documents(doc! {}).await.unwrap();
     assert_eq!(n, 1, "nothing was written for bob");
 
-    // Batches: reported at its index; the others are written.
-    let batch = [
-        account("cat", "c@example.com"),
-        account("dan", "c@example.com"),
-        account("eve", "e@example.com"),
-    ];
-    let r = accounts.upsert_many(&batch).await.unwrap();
-    assert_eq!(r.inserted, 2);
-    assert_eq!(r.failures.len(), 1);
-    assert_eq!(r.failures[0].0, 1);
-    assert!(
-        matches!(r.failures[0].1, Error::UniqueIndexViolation { .. }),
-        "{:?}",
-        r.failures
-    );
+    // Batches: reported at its index; the others are written. Of two documents of one batch
+    // that share a value of the user's index, the one with the smaller id is stored, whatever
+    // their input order: the engine sees a command's documents in `_id` order.
+    for (first, second) in [("cat", "dan"), ("dan", "cat")] {
+        let batch = [
+            account(first, "c@example.com"),
+            account(second, "c@example.com"),
+            account("eve", "e@example.com"),
+        ];
+        let r = accounts.upsert_many(&batch).await.unwrap();
+        let refused = usize::from(batch[0].id().unwrap() < batch[1].id().unwrap());
+        assert_eq!(r.failures.len(), 1, "{:?}", r.failures);
+        assert_eq!(r.failures[0].0, refused, "{:?}", r.failures);
+        assert!(
+            matches!(r.failures[0].1, Error::UniqueIndexViolation { .. }),
+            "{:?}",
+            r.failures
+        );
+        if first == "cat" {
+            assert_eq!(r.inserted, 2);
+        } else {
+            // The same documents again: the stored winner and eve are unchanged.
+            assert_eq!((r.inserted, r.unchanged), (0, 2), "{r:?}");
+        }
+    }
     assert_eq!(accounts.inner().count_documents(doc! {}).await.unwrap(), 3);
 
     // Events likewise.
