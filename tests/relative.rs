@@ -208,6 +208,47 @@ async fn the_record_is_bounded_and_a_pruned_operation_is_refused() {
     assert_eq!(stored(&items, id).await.get_i64("stock").unwrap(), 959);
 }
 
+/// On a sharded (or partitioned) collection every write filter carries the shard key: an
+/// `apply`'s statements and its prune too, asserted on the wire. It sent `{_id, $nor, ...}`,
+/// which a sharded cluster or a Cosmos DB partitioned collection cannot route.
+#[tokio::test]
+async fn a_sharded_handle_applies_with_the_shard_key_in_every_filter() {
+    let (db, commands) = support::database("rel_sharded").await;
+    let items = Collection::new(db.collection::<Item>("items"))
+        .sharded(true)
+        .await
+        .unwrap();
+    let it = item("a", 10);
+    items.upsert(&it).await.unwrap();
+    let id = it.id().unwrap();
+    let identity = stored(&items, id).await.get("_nk_identity").cloned();
+    let identity = identity.expect("the upsert stores the identity");
+    commands.reset();
+    // retain(1): the third operation finds the record full and prunes it.
+    for t in 1..=3_i64 {
+        let op = OpId::new(format!("op-{t}"), t);
+        let r = items.apply(id, op, sell()).retain(1).await.unwrap();
+        assert_eq!(r, ApplyOutcome::Applied);
+    }
+    let updates = commands.documents("update");
+    assert!(
+        updates.len() >= 4,
+        "three statements and a prune: {updates:?}"
+    );
+    for u in &updates {
+        for st in u.get_array("updates").unwrap() {
+            let q = st.as_document().unwrap().get_document("q").unwrap();
+            assert_eq!(q.get("_nk_identity"), Some(&identity), "{q}");
+            assert_eq!(q.get_str("_id").unwrap(), id.to_string(), "{q}");
+        }
+    }
+    let doc = stored(&items, id).await;
+    assert_eq!(doc.get_i64("stock").unwrap(), 7);
+    // A replay is recognised through the same filters.
+    let again = items.apply(id, OpId::new("op-3", 3_i64), sell()).retain(1);
+    assert_eq!(again.await.unwrap(), ApplyOutcome::AlreadyApplied);
+}
+
 /// An engine that takes an `apply`'s statement and never answers (a paused process, a
 /// black-holed network): the call ends after its policy's attempt timeout, as `upsert` does,
 /// with a transient `Timeout`. It waited on, past 12 s, before each step was bounded.

@@ -203,6 +203,13 @@ impl Attempts {
         }
     }
 
+    /// [`failed`](Attempts::failed) for a step that failed (`Some`) or was abandoned at the
+    /// attempt timeout (`None`, reported as [`Error::Timeout`]).
+    pub(crate) async fn failed_or_timed_out(&mut self, err: Option<Error>) -> Result<(), Error> {
+        let err = err.unwrap_or_else(|| self.timed_out());
+        self.failed(err).await
+    }
+
     /// After a failed attempt — or a throttled command inside one — `Ok(())` once the backoff
     /// (or the wait the engine named, [`Error::retry_after`], with jitter on top) has been
     /// slept and another attempt may start; the error itself when it is permanent or the

@@ -4,7 +4,7 @@
 //! record. A statement that matches nothing is explained by one read: applied already, reused
 //! with another change, too old, a record due for pruning, or no document.
 
-use bson::{doc, Document, RawDocumentBuf};
+use bson::{doc, Bson, Document, RawDocumentBuf};
 use serde::Deserialize;
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -15,7 +15,7 @@ use super::rounds::MAX_ROUNDS;
 use super::send::{send, Verdict};
 use crate::change::{operators, Change, OpId};
 use crate::error::{classify, Error, FieldNameProblem};
-use crate::names::{OPS_FIELD, OPS_PRUNED_TO_FIELD, OP_HASH, OP_KEY, OP_TIME};
+use crate::names::{IDENTITY_FIELD, OPS_FIELD, OPS_PRUNED_TO_FIELD, OP_HASH, OP_KEY, OP_TIME};
 use crate::op::{self, Command, Session, Target};
 use crate::outcome::ApplyOutcome;
 use crate::retry::Attempts;
@@ -138,6 +138,9 @@ fn check_path(segments: &[String], relative: &[&str]) -> Result<(), String> {
 /// The record as the miss's read sees it.
 #[derive(Debug, Deserialize)]
 struct Record {
+    /// The shard key, read where every write filter must carry it.
+    #[serde(rename = "_nk_identity", default)]
+    identity: Option<Bson>,
     #[serde(rename = "_nk_ops", default)]
     ops: Vec<Entry>,
     #[serde(rename = "_nk_ops_pruned_to")]
@@ -170,14 +173,15 @@ pub(crate) async fn apply(
     // bound, not a round.
     let mut rounds = 0;
     let limit = tries.attempt_timeout();
+    let key = shard_key(target, id, tries, session.as_deref_mut()).await?;
+    let key = key.as_ref();
     loop {
         let started = Instant::now();
-        let sending = send_statement(target, id, update, tries, session.as_deref_mut());
+        let sending = send_statement(target, id, key, update, tries, session.as_deref_mut());
         let sent = match within(limit, sending).await {
             Ok(sent) => sent,
             Err(e) => {
-                let e = e.unwrap_or_else(|| tries.timed_out());
-                tries.failed(e).await?;
+                tries.failed_or_timed_out(e).await?;
                 continue;
             }
         };
@@ -193,16 +197,12 @@ pub(crate) async fn apply(
         let record = match within(limit, read(target, id, session.as_deref_mut())).await {
             Ok(record) => record,
             Err(e) => {
-                let e = e.unwrap_or_else(|| tries.timed_out());
-                tries.failed(e).await?;
+                tries.failed_or_timed_out(e).await?;
                 continue;
             }
         };
         let Some(record) = record else {
-            return Err(Error::DocumentNotFound {
-                collection: target.namespace.clone(),
-                id,
-            });
+            return Err(not_found(target, id));
         };
         // Where the engine checks a filter outside its write (FerretDB 1.x), a matched
         // statement may still have been overwritten by a concurrent writer that read the
@@ -213,14 +213,13 @@ pub(crate) async fn apply(
             Explained::Recorded if ours => return Ok(ApplyOutcome::Applied),
             Explained::Recorded => return Ok(ApplyOutcome::AlreadyApplied),
             Explained::Refused(e) => return Err(e),
-            Explained::Prune(kept, pruned_to) => {
+            Explained::Prune(cut) => {
                 // Its reply can be lost like the statement's: retried under the policy. Sent
                 // again, a prune that did apply misses (the record is no longer as read), and
                 // the next round reads again either way.
-                let pruned = prune(target, id, &record, kept, pruned_to, session.as_deref_mut());
+                let pruned = prune(target, id, key, &record, cut, session.as_deref_mut());
                 if let Err(e) = within(limit, pruned).await {
-                    let e = e.unwrap_or_else(|| tries.timed_out());
-                    tries.failed(e).await?;
+                    tries.failed_or_timed_out(e).await?;
                     continue;
                 }
             }
@@ -235,6 +234,45 @@ pub(crate) async fn apply(
             });
         }
     }
+}
+
+fn not_found(target: &Target, id: Ulid) -> Error {
+    Error::DocumentNotFound {
+        collection: target.namespace.clone(),
+        id,
+    }
+}
+
+/// On a sharded (or partitioned) collection every write filter carries the shard key,
+/// `_nk_identity`, as upserts' do, so that the engine can route it; an apply, given only the
+/// `_id`, reads it once first. `None` elsewhere: the filter is by `_id`.
+async fn shard_key(
+    target: &Target,
+    id: Ulid,
+    tries: &mut Attempts,
+    mut session: Session<'_>,
+) -> Result<Option<Bson>, Error> {
+    if !target.sharded {
+        return Ok(None);
+    }
+    loop {
+        let reading = read(target, id, session.as_deref_mut());
+        match within(tries.attempt_timeout(), reading).await {
+            // A document written by other code may lack it: stored so, its shard key is null.
+            Ok(Some(record)) => return Ok(Some(record.identity.unwrap_or(Bson::Null))),
+            Ok(None) => return Err(not_found(target, id)),
+            Err(e) => tries.failed_or_timed_out(e).await?,
+        }
+    }
+}
+
+/// The filter of a statement on the document: its `_id`, and its shard key where one is due.
+fn on_document(id: Ulid, key: Option<&Bson>) -> Document {
+    let mut q = doc! {"_id": id.to_string()};
+    if let Some(key) = key {
+        q.insert(IDENTITY_FIELD, key.clone());
+    }
+    q
 }
 
 /// One step of an attempt (a command, and the throttle waits inside it), abandoned after the
@@ -254,7 +292,7 @@ enum Explained {
     Recorded,
     Refused(Error),
     /// The record is full: keep these entries, prune up to this time.
-    Prune(Vec<Entry>, i64),
+    Prune((Vec<Entry>, i64)),
     /// Changed since the statement (another writer's operation or prune): send again.
     Again,
 }
@@ -287,26 +325,26 @@ fn explain(target: &Target, id: Ulid, update: &Update, record: &Record) -> Expla
         let cut = times[record.ops.len() - update.retain - 1];
         let kept = record.ops.iter().filter(|e| e.t > cut).cloned().collect();
         let pruned_to = record.pruned_to.map_or(cut, |p| p.max(cut));
-        return Explained::Prune(kept, pruned_to);
+        return Explained::Prune((kept, pruned_to));
     }
     Explained::Again
 }
 
 /// The one statement: the change and the record's entry, while the document does not record
 /// the operation, is newer than the pruned-to time, and has room in its record.
-fn statement(id: Ulid, update: &Update) -> Result<RawDocumentBuf, Error> {
+fn statement(id: Ulid, key: Option<&Bson>, update: &Update) -> Result<RawDocumentBuf, Error> {
     let full = format!("{OPS_FIELD}.{}", 2 * update.retain - 1);
     // `$nor` rather than `$ne` on the array path: FerretDB 1.x matches `{"a.o": {$ne: x}}`
     // when any element differs from x, MongoDB only when none equals it.
-    let q = doc! {
-        "_id": id.to_string(),
+    let mut q = on_document(id, key);
+    q.extend(doc! {
         "$nor": [{format!("{OPS_FIELD}.{OP_KEY}"): &update.key}],
         &full: {"$exists": false},
         "$or": [
             {OPS_PRUNED_TO_FIELD: {"$exists": false}},
             {OPS_PRUNED_TO_FIELD: {"$lt": update.at}},
         ],
-    };
+    });
     // No upsert: a relative update never creates the document.
     op::write::statement(q, update.operators.clone())
 }
@@ -314,11 +352,12 @@ fn statement(id: Ulid, update: &Update) -> Result<RawDocumentBuf, Error> {
 async fn send_statement(
     target: &Target,
     id: Ulid,
+    key: Option<&Bson>,
     update: &Update,
     tries: &mut Attempts,
     session: Session<'_>,
 ) -> Result<Sent, Error> {
-    let statements = [statement(id, update)?];
+    let statements = [statement(id, key, update)?];
     let mut sent = Sent::Unclear;
     let mut refused = None;
     let settle = |_: &[usize], verdict: Verdict| match verdict {
@@ -352,7 +391,7 @@ async fn read(target: &Target, id: Ulid, session: Session<'_>) -> Result<Option<
     let found: Vec<Record> = op::find(
         target,
         filter,
-        Some(&[OPS_FIELD, OPS_PRUNED_TO_FIELD]),
+        Some(&[IDENTITY_FIELD, OPS_FIELD, OPS_PRUNED_TO_FIELD]),
         session,
     )
     .await
@@ -367,20 +406,20 @@ async fn read(target: &Target, id: Ulid, session: Session<'_>) -> Result<Option<
 async fn prune(
     target: &Target,
     id: Ulid,
+    key: Option<&Bson>,
     record: &Record,
-    kept: Vec<Entry>,
-    pruned_to: i64,
+    (kept, pruned_to): (Vec<Entry>, i64),
     session: Session<'_>,
 ) -> Result<(), Error> {
     let n = record.ops.len();
     let Some(last) = record.ops.last() else {
         return Ok(());
     };
-    let q = doc! {
-        "_id": id.to_string(),
+    let mut q = on_document(id, key);
+    q.extend(doc! {
         format!("{OPS_FIELD}.{}.{OP_KEY}", n - 1): &last.o,
         format!("{OPS_FIELD}.{n}"): {"$exists": false},
-    };
+    });
     let kept = bson::to_bson(&kept).map_err(Error::serialize::<Entry>)?;
     let u = doc! {"$set": {OPS_FIELD: kept, OPS_PRUNED_TO_FIELD: pruned_to}};
     let statement = op::write::statement(q, u)?;
