@@ -14,7 +14,8 @@ use std::time::Duration;
 use natural_key::bson::{doc, Document};
 use natural_key::prelude::*;
 use natural_key::{
-    ApplyOutcome, Change, Collection, Error, OpId, RetryPolicy, OPS_FIELD, OPS_PRUNED_TO_FIELD,
+    ApplyOutcome, Change, Collection, Error, OpId, RekeyOutcome, RetryPolicy, OPS_FIELD,
+    OPS_PRUNED_TO_FIELD,
 };
 use support::child::{self, Kill};
 use support::proxy::{self, Faults, Proxy};
@@ -206,6 +207,49 @@ async fn the_record_is_bounded_and_a_pruned_operation_is_refused() {
         .unwrap();
     assert_eq!(r, ApplyOutcome::Applied);
     assert_eq!(stored(&items, id).await.get_i64("stock").unwrap(), 959);
+}
+
+/// `rekey` moves a document to the id its corrected timestamp derives: what relative updates
+/// own moves with it, as stored — the counters and the record of applied operations. Before,
+/// the record was dropped and a replay of an applied operation at the new id applied again.
+#[tokio::test]
+async fn rekey_moves_the_operation_record_and_replays_stay_applied() {
+    let (items, _) = open("rel_rekey").await;
+    let it = item("a", 10);
+    items.upsert(&it).await.unwrap();
+    let old = it.id().unwrap();
+    let ops: Vec<OpId> = (1..=3_i64)
+        .map(|t| OpId::new(format!("op-{t}"), t))
+        .collect();
+    for op in &ops {
+        let change = sell().push("payments", op.key());
+        let r = items.apply(old, op.clone(), change).await.unwrap();
+        assert_eq!(r, ApplyOutcome::Applied);
+    }
+    // The caller's value still says 10 in stock: the stored 7 is what relative updates made.
+    let corrected = Item {
+        listed_at: it.listed_at + 1,
+        ..it.clone()
+    };
+    let new = corrected.id().unwrap();
+    let moved = items.rekey(&corrected).await.unwrap();
+    assert_eq!(
+        moved,
+        RekeyOutcome::Moved {
+            from: old.to_string(),
+            to: new
+        }
+    );
+    let doc = stored(&items, new).await;
+    assert_eq!(doc.get_i64("stock").unwrap(), 7, "{doc}");
+    assert_eq!(doc.get_array("payments").unwrap().len(), 3, "{doc}");
+    assert_eq!(doc.get_array(OPS_FIELD).unwrap().len(), 3, "{doc}");
+    for op in &ops {
+        let change = sell().push("payments", op.key());
+        let r = items.apply(new, op.clone(), change).await.unwrap();
+        assert_eq!(r, ApplyOutcome::AlreadyApplied, "{op:?}");
+    }
+    assert_eq!(stored(&items, new).await.get_i64("stock").unwrap(), 7);
 }
 
 /// On a sharded (or partitioned) collection every write filter carries the shard key: an

@@ -15,7 +15,10 @@ use ulid::Ulid;
 use super::apply::{apply, delete_one, fragment, statement};
 use crate::collection::Collection;
 use crate::error::{classify, Error};
-use crate::names::{IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, RESERVED_PREFIX};
+use crate::names::{
+    IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, OPS_FIELD, OPS_PRUNED_TO_FIELD,
+    RESERVED_PREFIX,
+};
 use crate::op;
 use crate::op::Command;
 use crate::stored::{id_text, Prepared};
@@ -187,7 +190,10 @@ where
 }
 
 /// The new document: the corrected one's stored fields, then the fields of the old one that
-/// the type does not have (other code's), then the old ids.
+/// the type does not have (other code's), then the old ids. What relative updates own moves
+/// with the document as stored: its `#[natural_key(relative)]` fields and the record of the
+/// operations applied (`_nk_ops`, `_nk_ops_pruned_to`), without which a replay of an applied
+/// operation at the new id would be applied again.
 fn home<T: Send + Sync>(
     coll: &Collection<T>,
     p: &Prepared,
@@ -196,12 +202,20 @@ fn home<T: Send + Sync>(
 ) -> Result<RawDocumentBuf, Error> {
     let mut d = RawDocumentBuf::new();
     d.append("_id", p.id_text.as_str());
-    crate::stored::append_fields(&mut d, &p.body, &[]).map_err(Error::serialize::<T>)?;
+    let stored: Vec<&str> = p
+        .relative
+        .iter()
+        .copied()
+        .filter(|f| old.contains_key(*f))
+        .collect();
+    crate::stored::append_fields(&mut d, &p.body, &stored).map_err(Error::serialize::<T>)?;
     let known = coll.fields.unwrap_or_default();
     let mut extra = Document::new();
     for (k, v) in old {
+        let relative =
+            stored.contains(&k.as_str()) || [OPS_FIELD, OPS_PRUNED_TO_FIELD].contains(&k.as_str());
         let theirs = k != "_id" && !k.starts_with(RESERVED_PREFIX) && !known.contains(&k.as_str());
-        if theirs && coll.fields.is_some() && !matches!(p.body.get(k), Ok(Some(_))) {
+        if relative || theirs && coll.fields.is_some() && !matches!(p.body.get(k), Ok(Some(_))) {
             extra.insert(k.clone(), v.clone());
         }
     }
