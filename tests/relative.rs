@@ -252,6 +252,61 @@ async fn rekey_moves_the_operation_record_and_replays_stay_applied() {
     assert_eq!(stored(&items, new).await.get_i64("stock").unwrap(), 7);
 }
 
+/// An apply whose first attempt landed with its reply lost, and whose document's record was
+/// pruned past it before the retry: the call cannot tell whether its change is stored, and
+/// says so (`OperationOutcomeUnknown`). It said `OperationExpired`, "nothing was written",
+/// although its change was stored.
+#[tokio::test]
+async fn an_outcome_the_pruned_record_cannot_tell_is_not_called_nothing_written() {
+    let (items, _) = open("rel_pruned_past").await;
+    let it = item("a", 10);
+    items.upsert(&it).await.unwrap();
+    let id = it.id().unwrap();
+    let proxy = Proxy::start(proxy::upstream_addr(&support::uri()), Faults::none(), 43).await;
+    let via = through(&proxy, &items).await;
+    proxy.gate_writes();
+    let writer = tokio::spawn(async move {
+        let policy = RetryPolicy::default().initial_backoff(Duration::from_millis(1));
+        via.apply(id, OpId::new("mine", 10_i64), sell())
+            .retain(1)
+            .retry(policy)
+            .await
+    });
+    // The first attempt is applied and its reply lost.
+    proxy.until_arrived(1).await;
+    proxy.set_faults(Faults {
+        drop_reply_after_apply: 1.0,
+        ..Faults::none()
+    });
+    proxy.admit(1);
+    proxy.until_decided(1).await;
+    proxy.set_faults(Faults::none());
+    // While its retry waits at the gate, other operations fill the record and prune it.
+    proxy.until_arrived(2).await;
+    for t in [20_i64, 30, 40] {
+        let op = OpId::new(format!("other-{t}"), t);
+        items.apply(id, op, sell()).retain(1).await.unwrap();
+    }
+    let doc = stored(&items, id).await;
+    assert!(doc.get_i64(OPS_PRUNED_TO_FIELD).unwrap() >= 10, "{doc}");
+    proxy.admit(1000);
+    let err = writer.await.unwrap().unwrap_err();
+    assert!(
+        matches!(err, Error::OperationOutcomeUnknown { .. }),
+        "{err:?}"
+    );
+    assert!(!err.to_string().contains("Nothing was written"), "{err}");
+    assert!(!err.is_transient());
+    // Its change is in fact stored: four sold.
+    assert_eq!(stored(&items, id).await.get_i64("stock").unwrap(), 6);
+
+    // A call none of whose attempts can have landed is told plainly that it wrote nothing.
+    let late = items.apply(id, OpId::new("late", 5_i64), sell()).retain(1);
+    let err = late.await.unwrap_err();
+    assert!(matches!(err, Error::OperationExpired { .. }), "{err:?}");
+    assert_eq!(stored(&items, id).await.get_i64("stock").unwrap(), 6);
+}
+
 /// On a sharded (or partitioned) collection every write filter carries the shard key: an
 /// `apply`'s statements and its prune too, asserted on the wire. It sent `{_id, $nor, ...}`,
 /// which a sharded cluster or a Cosmos DB partitioned collection cannot route.

@@ -403,7 +403,8 @@ pub enum Error {
 
     /// The operation's time is at or before the newest one pruned from document `id`'s record
     /// of applied operations, so whether it was applied can no longer be told, and it is refused rather than risk applying it
-    /// twice. Nothing was written. Keep more with [`Apply::retain`](crate::Apply::retain), or
+    /// twice. Nothing was written by this call (where an attempt of it may have been,
+    /// [`OperationOutcomeUnknown`](Error::OperationOutcomeUnknown) says so instead). Keep more with [`Apply::retain`](crate::Apply::retain), or
     /// retry sooner. Not transient.
     #[error(
         "operation {op:?} at {at_ms} ms is not newer than the operations pruned from document \
@@ -412,6 +413,32 @@ pub enum Error {
          (Apply::retain) or retry sooner."
     )]
     OperationExpired {
+        /// `database.collection`.
+        collection: String,
+        /// The document.
+        id: Ulid,
+        /// The operation key.
+        op: String,
+        /// The operation's time.
+        at_ms: i64,
+        /// The newest time pruned from the record.
+        pruned_to_ms: i64,
+    },
+
+    /// Like [`OperationExpired`](Error::OperationExpired), the operation is not newer than
+    /// what was pruned from document `id`'s record — but an earlier attempt of this same call
+    /// may have applied it (its reply was lost, or it timed out), and the record was pruned
+    /// past it since. Whether its change is stored can no longer be told: look at the
+    /// document before applying the change another way. Not transient: the same call cannot
+    /// tell either. Keep more with [`Apply::retain`](crate::Apply::retain).
+    #[error(
+        "operation {op:?} at {at_ms} ms on document {id} in `{collection}`: an earlier attempt \
+         of this call may have applied it (its reply was lost), and the record was pruned past \
+         it since (up to {pruned_to_ms} ms), so whether its change is stored cannot be told. \
+         Check the document before sending the change again; retain more operations \
+         (Apply::retain)."
+    )]
+    OperationOutcomeUnknown {
         /// `database.collection`.
         collection: String,
         /// The document.
@@ -526,6 +553,7 @@ impl Error {
     /// `idempotency_key_reused`, `document_too_large`, `invalid_field_name`, `index_conflict`, `timeout`,
     /// `rekey_target_taken`, `prune_skipped`, `prune_refused`, `concurrent_change`,
     /// `unexpected_document`, `document_not_found`, `operation_reused`, `operation_expired`,
+    /// `operation_outcome_unknown`,
     /// `invalid_change`, `transient`, `throttled`, `database`.
     ///
     /// ```
@@ -555,6 +583,7 @@ impl Error {
             Error::DocumentNotFound { .. } => "document_not_found",
             Error::OperationReused { .. } => "operation_reused",
             Error::OperationExpired { .. } => "operation_expired",
+            Error::OperationOutcomeUnknown { .. } => "operation_outcome_unknown",
             Error::InvalidChange { .. } => "invalid_change",
             Error::Transient(_) => "transient",
             Error::Throttled { .. } => "throttled",

@@ -172,6 +172,8 @@ pub(crate) async fn apply(
     // Rounds that settled nothing: a failed attempt (a lost reply, say) is the policy's to
     // bound, not a round.
     let mut rounds = 0;
+    // Whether an attempt of this call may have been applied without its reply saying so.
+    let mut landed = false;
     let limit = tries.attempt_timeout();
     let key = shard_key(target, id, tries, session.as_deref_mut()).await?;
     let key = key.as_ref();
@@ -181,10 +183,13 @@ pub(crate) async fn apply(
         let sent = match within(limit, sending).await {
             Ok(sent) => sent,
             Err(e) => {
+                // A lost reply or a timeout: the statement may have been applied.
+                landed = true;
                 tries.failed_or_timed_out(e).await?;
                 continue;
             }
         };
+        landed |= matches!(sent, Sent::Unclear);
         if matches!(sent, Sent::Matched) {
             if target.deployment.atomic_update_filters() {
                 return Ok(ApplyOutcome::Applied);
@@ -209,7 +214,7 @@ pub(crate) async fn apply(
         // document before it: the record says whether it stayed. Record and change are written
         // together, so a missing record means a missing change.
         let ours = matches!(sent, Sent::Matched);
-        match explain(target, id, update, &record) {
+        match explain(target, id, update, &record, landed) {
             Explained::Recorded if ours => return Ok(ApplyOutcome::Applied),
             Explained::Recorded => return Ok(ApplyOutcome::AlreadyApplied),
             Explained::Refused(e) => return Err(e),
@@ -297,7 +302,9 @@ enum Explained {
     Again,
 }
 
-fn explain(target: &Target, id: Ulid, update: &Update, record: &Record) -> Explained {
+/// What the record read after a statement says. `landed`: an earlier attempt of this call
+/// may have applied the operation, so a record pruned past it cannot say it was not.
+fn explain(target: &Target, id: Ulid, update: &Update, record: &Record, landed: bool) -> Explained {
     if let Some(e) = record.ops.iter().find(|e| e.o == update.key) {
         if e.t == update.at && e.h == update.hash {
             return Explained::Recorded;
@@ -309,12 +316,23 @@ fn explain(target: &Target, id: Ulid, update: &Update, record: &Record) -> Expla
         });
     }
     if let Some(pruned_to) = record.pruned_to.filter(|&p| update.at <= p) {
-        return Explained::Refused(Error::OperationExpired {
-            collection: target.namespace.clone(),
-            id,
-            op: update.key.clone(),
-            at_ms: update.at,
-            pruned_to_ms: pruned_to,
+        let (collection, op, at_ms) = (target.namespace.clone(), update.key.clone(), update.at);
+        return Explained::Refused(if landed {
+            Error::OperationOutcomeUnknown {
+                collection,
+                id,
+                op,
+                at_ms,
+                pruned_to_ms: pruned_to,
+            }
+        } else {
+            Error::OperationExpired {
+                collection,
+                id,
+                op,
+                at_ms,
+                pruned_to_ms: pruned_to,
+            }
         });
     }
     if record.ops.len() >= 2 * update.retain {
