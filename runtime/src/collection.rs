@@ -336,15 +336,21 @@ fn unavailable(target: &Target, spec: &IndexSpec, refusal: mongodb::error::Error
     }
 }
 
-/// Stored documents already share a value: MongoDB answers 11000; FerretDB 2 (DocumentDB)
-/// answers 1 `InternalError`, "could not create exclusion constraint", the code it also
-/// gives when its PostgreSQL fails, so the message decides.
+/// Stored documents already share a value: MongoDB answers 11000; FerretDB answers 1
+/// `InternalError`, the code it also gives when its storage fails, so the message decides:
+/// "could not create exclusion constraint" (2.x, DocumentDB), "UNIQUE constraint failed"
+/// (1.x, SQLite).
 fn stored_duplicates(e: &mongodb::error::Error) -> bool {
+    const DUPLICATES: [&str; 2] = [
+        "could not create exclusion constraint",
+        "UNIQUE constraint failed",
+    ];
     match server_code(e) {
         Some(op::write::DUPLICATE_KEY_CODE) => true,
-        Some(INTERNAL_ERROR) => e
-            .to_string()
-            .contains("could not create exclusion constraint"),
+        Some(INTERNAL_ERROR) => {
+            let message = e.to_string();
+            DUPLICATES.iter().any(|d| message.contains(d))
+        }
         _ => false,
     }
 }
