@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use ulid::Ulid;
 
 use crate::deployment::Deployment;
-use crate::error::{classify, server_code, Error};
+use crate::error::{classify, server_code, Error, INTERNAL_ERROR};
 use crate::names::IDENTITY_FIELD;
 use crate::op::{self, IndexInfo, Target};
 use crate::stored::struct_fields;
@@ -354,8 +354,6 @@ fn stored_duplicates(e: &mongodb::error::Error) -> bool {
         _ => false,
     }
 }
-
-const INTERNAL_ERROR: i32 = 1;
 
 /// A command error about the index's options, not about the data (duplicates) or the engine
 /// failing (code 1, `InternalError`, is never an option the engine does not take).

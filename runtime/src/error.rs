@@ -722,6 +722,46 @@ pub(crate) const THROTTLE_CODES: &[i32] = &[
 ///   codes"), after a failover or a killed operation.
 pub(crate) const UNKNOWN_OUTCOME_CODES: &[i32] = &[50, 11601];
 
+/// What FerretDB says, as code 1 `InternalError`, when the storage under it fails, restarts
+/// or is not up yet: it passes PostgreSQL's (or its connection pool's) failure through and
+/// does not retry. Observed on FerretDB 2.5 / DocumentDB with PostgreSQL SIGKILLed and
+/// restarted (../shared/engines/documentdb, "How it answered", and a probe of 4,600 inserts
+/// across a kill: "terminating connection ...", then "failed to connect to ..." until it was
+/// back); the others are PostgreSQL's
+/// own messages for a server starting, stopping or recovering. Code 1 alone decides nothing:
+/// the same engines answer it for a unique index built over duplicates, which is permanent.
+const ENGINE_FAILURES: &[&str] = &[
+    "terminating connection due to unexpected postmaster exit",
+    "unexpected EOF",
+    "the database system is not yet accepting connections",
+    "the database system is starting up",
+    "the database system is shutting down",
+    "the database system is in recovery mode",
+    "terminating connection due to administrator command",
+    // FerretDB's pool, while PostgreSQL is down: "failed to connect to `user=postgres
+    // database=postgres`: ... dial tcp 127.0.0.1:PORT: connect: connection refused".
+    "failed to connect to",
+];
+
+/// Whether the engine answered that its storage failed under the command (see
+/// [`ENGINE_FAILURES`]): transient, and a write's outcome unknown — it may have committed.
+fn engine_failed(e: &mongodb::error::Error) -> bool {
+    server_code(e) == Some(INTERNAL_ERROR) && {
+        let message = e.to_string();
+        ENGINE_FAILURES.iter().any(|m| message.contains(m))
+    }
+}
+
+/// FerretDB's code for what its storage reports: a failure of the storage, or a refusal of
+/// the data (an index over duplicates); the message tells them apart.
+pub(crate) const INTERNAL_ERROR: i32 = 1;
+
+/// Whether a write command that failed with `e` may or may not have been applied: the codes
+/// of [`UNKNOWN_OUTCOME_CODES`], and an engine whose storage failed under it.
+pub(crate) fn outcome_unknown(e: &mongodb::error::Error) -> bool {
+    server_code(e).is_some_and(|c| UNKNOWN_OUTCOME_CODES.contains(&c)) || engine_failed(e)
+}
+
 /// The wait named in a throttling message: `RetryAfterMs=N` (Cosmos DB).
 pub(crate) fn retry_after_in(message: &str) -> Option<std::time::Duration> {
     let (_, rest) = message.split_once("RetryAfterMs=")?;
@@ -756,6 +796,7 @@ pub fn classify(e: mongodb::error::Error) -> Error {
             e.contains_label("RetryableWriteError")
                 || e.contains_label("TransientTransactionError")
                 || server_code(&e).is_some_and(|c| TRANSIENT_CODES.contains(&c))
+                || engine_failed(&e)
         }
     };
     if transient {
@@ -853,6 +894,26 @@ mod tests {
         );
         assert!(THROTTLE_CODES.contains(&16908292) && THROTTLE_CODES.contains(&16777220));
         assert!(classify(command_error(16908292, "deadlock detected")).is_transient());
+        // FerretDB passes its storage's failures through as code 1: transient, a write's
+        // outcome unknown; the same code for an index over duplicates stays permanent.
+        for m in [
+            "terminating connection due to unexpected postmaster exit",
+            "unexpected EOF",
+            "FATAL: the database system is not yet accepting connections (SQLSTATE 57P03)",
+            "the database system is starting up",
+            "the database system is shutting down",
+            "the database system is in recovery mode",
+            "[pool.go:86 documentdb.(*Pool).Acquire] failed to connect to `user=postgres \
+             database=postgres`: dial tcp 127.0.0.1:51957: connect: connection refused",
+        ] {
+            let e = command_error(1, m);
+            assert!(outcome_unknown(&e), "{m}");
+            assert!(classify(command_error(1, m)).is_transient(), "{m}");
+        }
+        let duplicates = command_error(1, "could not create exclusion constraint \"x\"");
+        assert!(!outcome_unknown(&duplicates));
+        assert!(!classify(duplicates).is_transient());
+        assert!(!classify(command_error(2, "unexpected EOF")).is_transient());
         // DocumentDB's 225 TransactionTooOld is a stale retry, not a transient failure.
         assert!(!classify(command_error(225, "x")).is_transient());
     }

@@ -12,7 +12,7 @@
 
 use ulid::Ulid;
 
-use crate::error::{server_code, Error, THROTTLE_CODES, UNKNOWN_OUTCOME_CODES};
+use crate::error::{outcome_unknown, server_code, Error, THROTTLE_CODES};
 use crate::op::write::{command_refusal, WriteReply};
 use crate::op::{self, Command, Refusal, Session, Target};
 use crate::raw::ToEmbedded;
@@ -32,7 +32,7 @@ pub(crate) enum Verdict {
     },
     /// The reply's errors name statements the command did not hold: none can be placed.
     Unplaced(Vec<Refusal>),
-    /// The engine cannot tell whether it applied the command (`error::UNKNOWN_OUTCOME_CODES`):
+    /// The engine cannot tell whether it applied the command (`error::outcome_unknown`):
     /// any of its statements may have been.
     Unknown,
 }
@@ -80,7 +80,7 @@ pub(crate) async fn send<D: ToEmbedded>(
                         again.extend_from_slice(carried);
                         continue;
                     }
-                    Some(code) if UNKNOWN_OUTCOME_CODES.contains(&code) => Verdict::Unknown,
+                    _ if outcome_unknown(&e) => Verdict::Unknown,
                     _ => Verdict::Refused(command_refusal(e)?),
                 },
             };
