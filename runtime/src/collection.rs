@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use ulid::Ulid;
 
 use crate::deployment::Deployment;
-use crate::error::{classify, server_code, Error, INTERNAL_ERROR};
+use crate::error::{classify, index_over_duplicates, Error, DUPLICATE_KEY_CODE, INTERNAL_ERROR};
 use crate::names::IDENTITY_FIELD;
 use crate::op::{self, IndexInfo, Target};
 use crate::stored::struct_fields;
@@ -316,7 +316,7 @@ async fn create_with(
     match op::create_index(target, index_spec(spec, coverage)).await {
         Ok(()) => Ok(None),
         Err(e) if option_refused(&e) => Ok(Some(e)),
-        Err(e) if stored_duplicates(&e) => Err(unavailable(target, spec, e)),
+        Err(e) if index_over_duplicates(&e) => Err(unavailable(target, spec, e)),
         Err(e) => Err(classify(e)),
     }
 }
@@ -336,31 +336,12 @@ fn unavailable(target: &Target, spec: &IndexSpec, refusal: mongodb::error::Error
     }
 }
 
-/// Stored documents already share a value: MongoDB answers 11000; FerretDB answers 1
-/// `InternalError`, the code it also gives when its storage fails, so the message decides:
-/// "could not create exclusion constraint" (2.x, DocumentDB), "UNIQUE constraint failed"
-/// (1.x, SQLite).
-fn stored_duplicates(e: &mongodb::error::Error) -> bool {
-    const DUPLICATES: [&str; 2] = [
-        "could not create exclusion constraint",
-        "UNIQUE constraint failed",
-    ];
-    match server_code(e) {
-        Some(op::write::DUPLICATE_KEY_CODE) => true,
-        Some(INTERNAL_ERROR) => {
-            let message = e.to_string();
-            DUPLICATES.iter().any(|d| message.contains(d))
-        }
-        _ => false,
-    }
-}
-
 /// A command error about the index's options, not about the data (duplicates) or the engine
 /// failing (code 1, `InternalError`, is never an option the engine does not take).
 fn option_refused(e: &mongodb::error::Error) -> bool {
     use mongodb::error::ErrorKind;
     matches!(e.kind.as_ref(), ErrorKind::Command(c)
-        if c.code != op::write::DUPLICATE_KEY_CODE && c.code != INTERNAL_ERROR)
+        if c.code != DUPLICATE_KEY_CODE && c.code != INTERNAL_ERROR)
 }
 
 fn describe(ix: &IndexInfo) -> String {

@@ -752,9 +752,31 @@ fn engine_failed(e: &mongodb::error::Error) -> bool {
     }
 }
 
+/// A duplicate key, in a write error or as a command's refusal.
+pub(crate) const DUPLICATE_KEY_CODE: i32 = 11000;
+
 /// FerretDB's code for what its storage reports: a failure of the storage, or a refusal of
 /// the data (an index over duplicates); the message tells them apart.
 pub(crate) const INTERNAL_ERROR: i32 = 1;
+
+/// Whether a unique index was refused because stored documents already share a value:
+/// MongoDB answers 11000; FerretDB answers [`INTERNAL_ERROR`] with its storage's words,
+/// "could not create exclusion constraint" (2.x, DocumentDB) or "UNIQUE constraint failed"
+/// (1.x, SQLite).
+pub(crate) fn index_over_duplicates(e: &mongodb::error::Error) -> bool {
+    const DUPLICATES: [&str; 2] = [
+        "could not create exclusion constraint",
+        "UNIQUE constraint failed",
+    ];
+    match server_code(e) {
+        Some(DUPLICATE_KEY_CODE) => true,
+        Some(INTERNAL_ERROR) => {
+            let message = e.to_string();
+            DUPLICATES.iter().any(|d| message.contains(d))
+        }
+        _ => false,
+    }
+}
 
 /// Whether a write command that failed with `e` may or may not have been applied: the codes
 /// of [`UNKNOWN_OUTCOME_CODES`], and an engine whose storage failed under it.

@@ -1,7 +1,6 @@
 //! Manual retries for engines without retryable writes: safe here because every natural-key
 //! write converges (derived ids, guarded upserts, insert-once events).
 
-#[cfg(test)]
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -169,6 +168,20 @@ fn jitter(up_to: Duration) -> Duration {
     Duration::from_nanos(r % (range + 1))
 }
 
+/// One step of an attempt (a command, and the throttle waits inside it), abandoned after
+/// `limit`, the policy's attempt timeout: `Err(None)`, for the caller to turn into
+/// [`Error::Timeout`] ([`Attempts::failed_or_timed_out`]) once the step, which may borrow the
+/// attempts itself, is done.
+pub(crate) async fn within<T>(
+    limit: Duration,
+    step: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Option<Error>> {
+    match tokio::time::timeout(limit, step).await {
+        Ok(result) => result.map_err(Some),
+        Err(_) => Err(None),
+    }
+}
+
 /// The attempts of one call under a [`RetryPolicy`].
 pub(crate) struct Attempts {
     policy: RetryPolicy,
@@ -183,10 +196,9 @@ impl Attempts {
     /// One attempt, abandoned as [`Error::Timeout`] after the policy's attempt timeout.
     #[cfg(test)]
     async fn timed<T>(&self, attempt: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
-        match tokio::time::timeout(self.policy.attempt_timeout, attempt).await {
-            Ok(result) => result,
-            Err(_) => Err(self.timed_out()),
-        }
+        within(self.policy.attempt_timeout, attempt)
+            .await
+            .map_err(|e| e.unwrap_or_else(|| self.timed_out()))
     }
 
     /// How long one attempt may take.

@@ -11,7 +11,9 @@ use ulid::Ulid;
 
 use super::{parse, Session, Target};
 use crate::deployment::Limits;
-use crate::error::{classify, server_code, Error, THROTTLE_CODES, UNKNOWN_OUTCOME_CODES};
+use crate::error::{
+    classify, server_code, Error, DUPLICATE_KEY_CODE, THROTTLE_CODES, UNKNOWN_OUTCOME_CODES,
+};
 use crate::names::{OUR_FIELDS, OUR_INDEXES};
 use crate::raw::{Embedded, ToEmbedded, Value};
 
@@ -68,8 +70,6 @@ pub(crate) enum Refusal {
     /// Anything else the server refused (a value the engine cannot store, validation, ...).
     Other { code: i32, message: String },
 }
-
-pub(crate) const DUPLICATE_KEY_CODE: i32 = 11000;
 
 impl WriteReply {
     /// A write concern error: the documents were applied but not acknowledged as asked.

@@ -6,8 +6,7 @@
 
 use bson::{doc, Bson, Document, RawDocumentBuf};
 use serde::Deserialize;
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ulid::Ulid;
 
@@ -18,7 +17,7 @@ use crate::error::{classify, Error, FieldNameProblem};
 use crate::names::{IDENTITY_FIELD, OPS_FIELD, OPS_PRUNED_TO_FIELD, OP_HASH, OP_KEY, OP_TIME};
 use crate::op::{self, Command, Session, Target};
 use crate::outcome::ApplyOutcome;
-use crate::retry::Attempts;
+use crate::retry::{within, Attempts};
 use crate::stored::name_problem;
 
 /// The longest operation key: a record entry stays small.
@@ -278,19 +277,6 @@ fn on_document(id: Ulid, key: Option<&Bson>) -> Document {
         q.insert(IDENTITY_FIELD, key.clone());
     }
     q
-}
-
-/// One step of an attempt (a command, and the throttle waits inside it), abandoned after the
-/// policy's attempt timeout: `Err(None)`, for the caller to turn into [`Error::Timeout`] once
-/// the step no longer borrows its attempts.
-async fn within<T>(
-    limit: Duration,
-    step: impl Future<Output = Result<T, Error>>,
-) -> Result<T, Option<Error>> {
-    match tokio::time::timeout(limit, step).await {
-        Ok(result) => result.map_err(Some),
-        Err(_) => Err(None),
-    }
 }
 
 enum Explained {
