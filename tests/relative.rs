@@ -252,6 +252,66 @@ async fn rekey_moves_the_operation_record_and_replays_stay_applied() {
     assert_eq!(stored(&items, new).await.get_i64("stock").unwrap(), 7);
 }
 
+/// Adopt moves a document stored by other code (at an id natural-key did not derive) to its
+/// derived id; a pruning sync rewrites what it keeps and deletes what the input dropped. The
+/// record of applied operations moves and stays with what is kept: replays are
+/// `AlreadyApplied`. Adopt dropped it (it copied no `_nk_` field), so a replay at the derived
+/// id was applied a second time.
+#[tokio::test]
+async fn adopt_and_a_pruning_sync_keep_the_operation_record() {
+    let (items, _) = open("rel_adopt").await;
+    let raw = items.inner().clone_with_type::<Document>();
+    let (a, b) = (item("a", 10), item("b", 10));
+    // Stored by other code under a random ULID: relative updates reach it there.
+    let legacy = natural_key::Ulid::new();
+    raw.insert_one(doc! {
+        "_id": legacy.to_string(), "sku": "a", "listed_at": a.listed_at,
+        "title": &a.title, "stock": 10_i64, "payments": [],
+    })
+    .await
+    .unwrap();
+    items.upsert(&b).await.unwrap();
+    let op = |k: &str, t: i64| OpId::new(k, t);
+    let pay = |k: &str| sell().push("payments", k);
+    for (k, t) in [("a1", 1), ("a2", 2)] {
+        let r = items.apply(legacy, op(k, t), pay(k)).await.unwrap();
+        assert_eq!(r, ApplyOutcome::Applied);
+    }
+    let b_id = b.id().unwrap();
+    let r = items.apply(b_id, op("b1", 1), pay("b1")).await.unwrap();
+    assert_eq!(r, ApplyOutcome::Applied);
+
+    let adopted = items.adopt().await.unwrap();
+    assert_eq!(adopted.adopted, 1, "{adopted:?}");
+    let a_id = a.id().unwrap();
+    let doc = stored(&items, a_id).await;
+    assert_eq!(doc.get_i64("stock").unwrap(), 8, "{doc}");
+    assert_eq!(doc.get_array(OPS_FIELD).map(|o| o.len()), Ok(2), "{doc}");
+    for (k, t) in [("a1", 1), ("a2", 2)] {
+        let r = items.apply(a_id, op(k, t), pay(k)).await.unwrap();
+        assert_eq!(r, ApplyOutcome::AlreadyApplied, "{k} after adopt");
+    }
+
+    // The full input is now `a` edited: `b` goes, `a` is rewritten and keeps its record.
+    let edited = Item {
+        title: "renamed".into(),
+        ..a.clone()
+    };
+    let sync = items.upsert_many([&edited]).prune().force().await.unwrap();
+    assert_eq!(sync.pruned.deleted, 1, "{sync:?}");
+    let doc = stored(&items, a_id).await;
+    assert_eq!(doc.get_str("title").unwrap(), "renamed");
+    assert_eq!(doc.get_i64("stock").unwrap(), 8, "{doc}");
+    for (k, t) in [("a1", 1), ("a2", 2)] {
+        let r = items.apply(a_id, op(k, t), pay(k)).await.unwrap();
+        assert_eq!(r, ApplyOutcome::AlreadyApplied, "{k} after the sync");
+    }
+    // What prune deleted is gone with its record: nothing to apply to, and nothing recreated.
+    let r = items.apply(b_id, op("b1", 1), pay("b1")).await;
+    assert!(matches!(r, Err(Error::DocumentNotFound { .. })), "{r:?}");
+    assert_eq!(stored(&items, a_id).await.get_i64("stock").unwrap(), 8);
+}
+
 /// An apply whose first attempt landed with its reply lost, and whose document's record was
 /// pruned past it before the retry: the call cannot tell whether its change is stored, and
 /// says so (`OperationOutcomeUnknown`). It said `OperationExpired`, "nothing was written",

@@ -27,6 +27,10 @@ pub const OPS_FIELD: &str = "_nk_ops";
 /// Field holding the newest operation time (ms, int64) pruned from [`OPS_FIELD`]: an operation
 /// at or before it is refused, since whether it was applied cannot be told.
 pub const OPS_PRUNED_TO_FIELD: &str = "_nk_ops_pruned_to";
+/// The fields of ours that move with a document wherever natural-key moves it (rekey,
+/// adopt): without its record, a replay of an applied operation at the new id would be
+/// applied again.
+pub(crate) const RECORD_FIELDS: &[&str] = &[OPS_FIELD, OPS_PRUNED_TO_FIELD];
 /// The keys of one [`OPS_FIELD`] entry: operation key, time, change hash.
 pub(crate) const OP_KEY: &str = "o";
 pub(crate) const OP_TIME: &str = "t";

@@ -21,7 +21,9 @@ use super::{DEFAULT_SAMPLE, SCAN_BATCH};
 use crate::collection::Collection;
 use crate::content::ContentHash;
 use crate::error::{classify, Error};
-use crate::names::{HASH_FIELD, IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, RESERVED_PREFIX};
+use crate::names::{
+    HASH_FIELD, IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, RECORD_FIELDS, RESERVED_PREFIX,
+};
 use crate::op::Command;
 use crate::op::{Scan, Target};
 use crate::traits::NaturalKey;
@@ -529,7 +531,8 @@ async fn send(
 }
 
 /// The derived-id document for a stored one: every stored field but `_id` and natural-key's
-/// own (other code's fields are kept), then identity, hash and the old ids.
+/// own (other code's fields are kept) except the record of applied relative updates, which
+/// moves with it, then identity, hash and the old ids.
 fn home(
     stored: &RawDocumentBuf,
     identity: &str,
@@ -539,7 +542,7 @@ fn home(
     let mut d = RawDocumentBuf::new();
     for element in stored {
         let (k, v) = element.map_err(Error::serialize::<Document>)?;
-        if k != "_id" && !k.starts_with(RESERVED_PREFIX) {
+        if k != "_id" && (!k.starts_with(RESERVED_PREFIX) || RECORD_FIELDS.contains(&k)) {
             d.append_ref(k, v);
         }
     }
