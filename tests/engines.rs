@@ -459,6 +459,79 @@ async fn without_a_policy_every_throttle_is_transient() {
     assert_eq!(written.unwrap(), 0, "a throttled command applied nothing");
 }
 
+/// A large re-ingest on an engine that refuses a fifth of its reads and a fifth of its
+/// writes, with the default policy: every throttled `find`, `getMore` and write is sent again
+/// where it failed, and the call finishes exact. It ended after about 2 s with a transient
+/// error and no write: a throttled read restarted the whole batch, and every restart spent one
+/// of the batch's ten attempts. Size `NK_THROTTLE_DOCS` (default 20,000; the figure in
+/// docs/reliability.md is 100,000).
+#[tokio::test]
+async fn a_large_reingest_on_a_throttled_engine_converges_with_the_default_policy() {
+    let n: usize = support::env_or("NK_THROTTLE_DOCS", 20_000);
+    let (direct, db, proxy) = through_engine("throttled_reingest", Engine::none(), 11).await;
+    let stored = Collection::<Post>::open(&direct, "posts").await.unwrap();
+    let mut docs = corpus(n);
+    let r = stored.upsert_many(&docs).await.unwrap();
+    assert_eq!(r.inserted as usize, n);
+    for p in docs.iter_mut().step_by(100) {
+        p.body.push_str(" (edited)");
+    }
+    proxy.set_engine(Engine {
+        throttle_reads: 0.2,
+        throttle_command: 0.1,
+        throttle_statements: 0.1,
+        retry_after_ms: 5,
+        ..Engine::none()
+    });
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let start = Instant::now();
+    let r = posts
+        .upsert_many(&docs)
+        .retry(RetryPolicy::default())
+        .await
+        .unwrap_or_else(|e| panic!("after {:?}: {e} ({:?})", start.elapsed(), proxy.stats()));
+    let edited = n.div_ceil(100) as u64;
+    assert_eq!(
+        (r.inserted, r.updated, r.unchanged, r.failures.len()),
+        (0, edited, n as u64 - edited, 0),
+        "{r:?}"
+    );
+    let stats = proxy.stats();
+    assert!(
+        stats.throttled_reads > 0 && stats.throttled_commands + stats.throttled_statements > 0,
+        "{stats:?}"
+    );
+    println!(
+        "{n} documents re-ingested in {:?}: {} reads and {} write commands/statements throttled",
+        start.elapsed(),
+        stats.throttled_reads,
+        stats.throttled_commands + stats.throttled_statements
+    );
+    assert_eq!(stored_posts(&direct).await, docs);
+}
+
+/// A read the engine refuses as busy, without a policy to wait in: `Error::Throttled`, with
+/// the engine's wait, as a throttled write is (it was `Error::Transient`).
+#[tokio::test]
+async fn a_throttled_read_without_a_policy_is_a_throttle() {
+    let (direct, db, proxy) = through_engine("throttled_read", Engine::none(), 12).await;
+    let stored = Collection::<Post>::open(&direct, "posts").await.unwrap();
+    let docs = corpus(3);
+    stored.upsert_many(&docs).await.unwrap();
+    proxy.set_engine(Engine {
+        throttle_reads: 1.0,
+        retry_after_ms: 7,
+        ..Engine::none()
+    });
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let e = docs[0].upsert(&posts).await.unwrap_err();
+    assert_eq!(e.kind(), "throttled", "{e:?}");
+    assert_eq!(e.retry_after(), Some(Duration::from_millis(7)));
+    let e = posts.get(docs[0].id().unwrap()).await.unwrap_err();
+    assert_eq!(e.kind(), "throttled", "{e:?}");
+    assert_eq!(proxy.stats().throttled_reads, 2);
+}
+
 /// A unique index the engine will not build (here: stored documents already share an
 /// identity; on Cosmos DB also any non-empty collection) is a typed error naming the remedy,
 /// not the engine's bare refusal.

@@ -100,9 +100,8 @@ impl<T: DeserializeOwned + Send + Sync> Collection<T> {
 
     async fn read_one(&self, filter: Document) -> Result<Option<T>, Error> {
         let filter = RawDocumentBuf::from_document(&filter).map_err(Error::serialize::<T>)?;
-        let found: Vec<Document> = op::find(&self.target, filter, None, None)
-            .await
-            .map_err(classify)?;
+        let mut once = self.target.once("get");
+        let found: Vec<Document> = op::find(&self.target, filter, None, &mut once, None).await?;
         match found.into_iter().next() {
             None => Ok(None),
             Some(d) => bson::from_document(d)
@@ -270,7 +269,7 @@ fn serves(ix: &IndexInfo, spec: &IndexSpec) -> bool {
 }
 
 async fn ensure_index(target: &Target, spec: &IndexSpec) -> Result<(), Error> {
-    let existing = op::list_indexes(target).await.map_err(classify)?;
+    let existing = op::list_indexes(target).await?;
     if let Some(ix) = existing.iter().find(|ix| ix.name == spec.name) {
         if serves(ix, spec) {
             return Ok(());

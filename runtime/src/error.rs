@@ -714,6 +714,17 @@ pub(crate) const THROTTLE_CODES: &[i32] = &[
     PG_SERIALIZATION_FAILURE,
 ];
 
+/// The engine refused a command on `namespace` as busy ([`THROTTLE_CODES`]): the
+/// [`Error::Throttled`] to wait on and, if the policy gives up, to report.
+pub(crate) fn throttle(namespace: &str, e: &mongodb::error::Error) -> Option<Error> {
+    let code = server_code(e).filter(|c| THROTTLE_CODES.contains(c))?;
+    Some(Error::Throttled {
+        collection: namespace.to_string(),
+        code,
+        message: e.to_string(),
+    })
+}
+
 /// Codes after which a write may or may not have been applied: its writer decides from the
 /// next read, as after a lost reply (every natural-key write stamps its token).
 /// - 50 `ExceededTimeLimit`: Cosmos DB's server-side retry of a throttled request gave up after

@@ -4,13 +4,20 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use backon::BackoffBuilder;
-
 use crate::error::Error;
 
 /// How a write is retried after a transient error: bounded by attempts and an overall deadline,
 /// exponential backoff with jitter. Only [`Error::is_transient`] errors are retried — never
 /// [`Error::ImmutableKeyChanged`], key or serialization errors.
+///
+/// Two things are retried. An **attempt** — one call, or one batch of a batch call — starts
+/// over after a lost reply, a network error or an attempt timeout: it reads again what is
+/// stored and sends what is still missing; at most [`max_attempts`](RetryPolicy::max_attempts)
+/// of them. A **command the engine refuses as busy** ([`Error::Throttled`]: a read's `find` or
+/// `getMore`, a write, some statements of one) is sent again where it failed, inside the
+/// attempt, after the wait the engine names; the attempts bound the throttles of one command
+/// in a row, not of a call that is making progress. The [`deadline`](RetryPolicy::deadline)
+/// bounds both, per call (per batch of a batch call).
 ///
 /// ```
 /// use std::time::Duration;
@@ -114,16 +121,18 @@ impl RetryPolicy {
         self.max_attempts
     }
 
-    fn delays(&self) -> impl Iterator<Item = Duration> + Send + Sync {
-        let b = backon::ExponentialBuilder::new()
-            .with_min_delay(self.initial_backoff)
-            .with_max_delay(self.max_backoff)
-            .with_factor(2.0)
-            .without_max_times();
+    /// The backoff after the `n`th consecutive failure: the initial delay doubled `n - 1`
+    /// times, at most [`max_backoff`](RetryPolicy::max_backoff), and with jitter up to as much
+    /// again.
+    fn backoff(&self, n: u32) -> Duration {
+        let doubled = self
+            .initial_backoff
+            .saturating_mul(1u32 << n.saturating_sub(1).min(31));
+        let d = doubled.min(self.max_backoff);
         if self.jitter {
-            b.with_jitter().build()
+            d + jitter(d)
         } else {
-            b.build()
+            d
         }
     }
 
@@ -135,9 +144,9 @@ impl RetryPolicy {
             policy: *self,
             operation,
             collection: collection.to_string(),
-            start: Instant::now(),
-            delays: Box::new(self.delays()),
+            start: tokio::time::Instant::now(),
             attempt: 1,
+            spent: false,
         }
     }
 
@@ -187,9 +196,11 @@ pub(crate) struct Attempts {
     policy: RetryPolicy,
     operation: &'static str,
     collection: String,
-    start: Instant,
-    delays: Box<dyn Iterator<Item = Duration> + Send + Sync>,
+    /// tokio's clock, which tests pause.
+    start: tokio::time::Instant,
     attempt: u32,
+    /// A throttled command used up the policy: no further attempt of the call.
+    spent: bool,
 }
 
 impl Attempts {
@@ -222,30 +233,53 @@ impl Attempts {
         self.failed(err).await
     }
 
-    /// After a failed attempt — or a throttled command inside one — `Ok(())` once the backoff
-    /// (or the wait the engine named, [`Error::retry_after`], with jitter on top) has been
-    /// slept and another attempt may start; the error itself when it is permanent or the
-    /// policy is exhausted. Each retry is
+    /// After a failed attempt: `Ok(())` once the backoff (or the wait the engine named,
+    /// [`Error::retry_after`], with jitter on top) has been slept and another attempt may
+    /// start; the error itself when it is permanent or the policy is exhausted. Each retry is
     /// logged (tracing, WARN) with the attempt and the error.
     pub(crate) async fn failed(&mut self, err: Error) -> Result<(), Error> {
-        let p = &self.policy;
-        if !err.is_transient() || self.attempt >= p.max_attempts {
+        if !err.is_transient() || self.spent || self.attempt >= self.policy.max_attempts {
             return Err(err);
         }
-        let backoff = self.delays.next().unwrap_or(p.max_backoff);
+        self.wait(err, self.attempt).await?;
+        self.attempt += 1;
+        Ok(())
+    }
+
+    /// After the engine refused one command as busy ([`Error::Throttled`]) for the `streak`th
+    /// time in a row: `Ok(())` once its wait has been slept and the same command may be sent
+    /// again, where it failed, inside the current attempt. The budget is the policy's
+    /// attempts counted per command, not per call: a call that keeps making progress on a
+    /// throttled engine is bounded by the deadline alone. The error when this command has
+    /// used up the attempts or the wait would pass the deadline; the call is then spent, and
+    /// [`failed`](Attempts::failed) starts no new attempt.
+    pub(crate) async fn throttled(&mut self, err: Error, streak: u32) -> Result<(), Error> {
+        if streak >= self.policy.max_attempts {
+            self.spent = true;
+            return Err(err);
+        }
+        let waited = self.wait(err, streak).await;
+        self.spent = waited.is_err();
+        waited
+    }
+
+    /// Sleeps what the `n`th consecutive failure `err` asks for, unless that would pass the
+    /// deadline (then `err`).
+    async fn wait(&mut self, err: Error, n: u32) -> Result<(), Error> {
+        let p = &self.policy;
         // An engine that names its wait knows its load better than our backoff: that wait,
         // with up to a quarter more (when jitter is on) so that writers throttled together do
         // not come back together.
         let delay = match err.retry_after() {
             Some(wait) if p.jitter => wait + jitter(wait / 4),
             Some(wait) => wait,
-            None => backoff,
+            None => p.backoff(n),
         };
         if self.start.elapsed() + delay >= p.deadline {
             return Err(err);
         }
         tracing::warn!(
-            attempt = self.attempt,
+            attempt = n,
             max_attempts = p.max_attempts,
             ?delay,
             error = %crate::error::Chain(&err),
@@ -254,7 +288,6 @@ impl Attempts {
         );
         crate::metrics::retry(&self.collection, self.operation, &err);
         tokio::time::sleep(delay).await;
-        self.attempt += 1;
         Ok(())
     }
 
@@ -304,6 +337,46 @@ mod tests {
             tries.failed(throttled()).await.is_err(),
             "no policy: no wait, the error"
         );
+    }
+
+    /// A throttled command waits inside the attempt, counted per command: below the policy's
+    /// attempts it spends none of the call's; at them, the call is spent and no new attempt
+    /// starts. On tokio's paused clock.
+    #[tokio::test(start_paused = true)]
+    async fn throttles_are_counted_per_command_not_per_call() {
+        let throttled = || Error::Throttled {
+            collection: "db.c".into(),
+            code: 16500,
+            message: "RetryAfterMs=10".into(),
+        };
+        let mut tries = RetryPolicy::default().max_attempts(3).begin("t", "db.c");
+        for _ in 0..100 {
+            // A hundred commands, each throttled twice and then answered: progress.
+            tries.throttled(throttled(), 1).await.unwrap();
+            tries.throttled(throttled(), 2).await.unwrap();
+        }
+        assert!(!tries.is_retry(), "no attempt was spent");
+        let e = tries.throttled(throttled(), 3).await.unwrap_err();
+        assert_eq!(e.kind(), "throttled");
+        let e = tries.failed(transient()).await.unwrap_err();
+        assert_eq!(e.kind(), "contention", "the call is spent: no new attempt");
+    }
+
+    /// The deadline bounds a call whose commands keep being throttled.
+    #[tokio::test(start_paused = true)]
+    async fn a_throttled_command_stops_at_the_deadline() {
+        let throttled = || Error::Throttled {
+            collection: "db.c".into(),
+            code: 16500,
+            message: "RetryAfterMs=400".into(),
+        };
+        let mut tries = RetryPolicy::default()
+            .deadline(Duration::from_millis(1000))
+            .jitter(false)
+            .begin("t", "db.c");
+        tries.throttled(throttled(), 1).await.unwrap();
+        tries.throttled(throttled(), 1).await.unwrap();
+        assert!(tries.throttled(throttled(), 1).await.is_err(), "1,200 ms > 1 s");
     }
 
     #[tokio::test]

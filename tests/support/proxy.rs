@@ -120,6 +120,9 @@ pub struct Engine {
     pub throttle_statements: f64,
     /// Forward the command, let it apply, and answer 50 `ExceededTimeLimit` instead of its reply.
     pub unknown_outcome: f64,
+    /// Refuse a `find` or `getMore` whole with 16500 and `RetryAfterMs`: never forwarded, so a
+    /// refused `getMore`'s cursor stays open (drawn once per read command).
+    pub throttle_reads: f64,
     /// The `RetryAfterMs` a throttle names.
     pub retry_after_ms: u64,
     /// Answer `hello` with 59 `CommandNotFound` and take `helloOk` out of `isMaster` replies.
@@ -185,11 +188,14 @@ pub struct Stats {
     pub throttled_commands: u64,
     /// Engine mode: statements refused with 16500 in a command whose others were applied.
     pub throttled_statements: u64,
+    /// Engine mode: `find` and `getMore` commands refused with 16500.
+    pub throttled_reads: u64,
     /// Engine mode: commands applied and answered with 50.
     pub unknown_outcomes: u64,
     /// Engine mode: `hello` commands refused.
     pub hellos_refused: u64,
-    /// Engine mode: write commands throttled (whole or in part) or answered with 50.
+    /// Engine mode: write commands throttled (whole or in part) or answered with 50, and read
+    /// commands refused.
     pub engine_actions: u64,
 }
 
@@ -278,6 +284,17 @@ impl Shared {
         let busy = engine.throttle_command + engine.throttle_statements + engine.unknown_outcome;
         let spent =
             engine.at_most > 0 && self.stats.lock().unwrap().engine_actions >= engine.at_most;
+        if matches!(name, "find" | "getMore") && engine.throttle_reads > 0.0 && !spent {
+            let u = unit(splitmix64(&mut self.rng.lock().unwrap()));
+            if u < engine.throttle_reads {
+                self.bump(|s| {
+                    s.engine_actions += 1;
+                    s.throttled_reads += 1;
+                });
+                let reply = throttle_reply(engine.retry_after_ms);
+                return (Rewrite::Answered, Some(reply_to(msg, &reply)));
+            }
+        }
         if !is_write(name) || busy == 0.0 || spent {
             return (Rewrite::None, None);
         }

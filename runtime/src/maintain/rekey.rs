@@ -14,10 +14,9 @@ use ulid::Ulid;
 
 use super::apply::{apply, delete_one, fragment, statement};
 use crate::collection::Collection;
-use crate::error::{classify, Error};
+use crate::error::Error;
 use crate::names::{
-    IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, OPS_FIELD, OPS_PRUNED_TO_FIELD,
-    RESERVED_PREFIX,
+    IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, RECORD_FIELDS, RESERVED_PREFIX,
 };
 use crate::op;
 use crate::op::Command;
@@ -127,9 +126,9 @@ where
                 {MOVED_TO_FIELD: &p.id_text},
                 {"_id": &p.id_text},
             ]};
-            let found: Vec<Document> = op::find(target, fragment(&filter)?, None, None)
-                .await
-                .map_err(classify)?;
+            let mut once = target.once("rekey");
+            let found: Vec<Document> =
+                op::find(target, fragment(&filter)?, None, &mut once, None).await?;
             let holds = |d: &&Document| d.get_str(IDENTITY_FIELD) == Ok(p.identity.as_str());
             let holder = found.iter().find(holds);
             let released: Vec<&Document> = found
@@ -212,8 +211,7 @@ fn home<T: Send + Sync>(
     let known = coll.fields.unwrap_or_default();
     let mut extra = Document::new();
     for (k, v) in old {
-        let relative =
-            stored.contains(&k.as_str()) || [OPS_FIELD, OPS_PRUNED_TO_FIELD].contains(&k.as_str());
+        let relative = stored.contains(&k.as_str()) || RECORD_FIELDS.contains(&k.as_str());
         let theirs = k != "_id" && !k.starts_with(RESERVED_PREFIX) && !known.contains(&k.as_str());
         if relative || theirs && coll.fields.is_some() && !matches!(p.body.get(k), Ok(Some(_))) {
             extra.insert(k.clone(), v.clone());

@@ -6,7 +6,9 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::{encode, parse, Session, Target};
+use crate::error::{classify, throttle, Error};
 use crate::names::{HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
+use crate::retry::Attempts;
 
 /// What the guard reads of a stored [`NaturalKey`](crate::NaturalKey) document. Field names
 /// are the frozen stored names (`IDENTITY_FIELD`, `HASH_FIELD`, `WRITE_FIELD`).
@@ -56,9 +58,10 @@ pub(crate) async fn find<T: DeserializeOwned>(
     target: &Target,
     filter: RawDocumentBuf,
     fields: Option<&[&str]>,
+    tries: &mut Attempts,
     session: Session<'_>,
-) -> Result<Vec<T>, mongodb::error::Error> {
-    cursor(target, command(target, filter, fields), session).await
+) -> Result<Vec<T>, Error> {
+    cursor(target, command(target, filter, fields), tries, session).await
 }
 
 /// At most `limit` documents matching `filter`, with only `fields` projected.
@@ -67,11 +70,12 @@ pub(crate) async fn find_limited<T: DeserializeOwned>(
     filter: RawDocumentBuf,
     fields: &[&str],
     limit: i64,
+    tries: &mut Attempts,
     session: Session<'_>,
-) -> Result<Vec<T>, mongodb::error::Error> {
+) -> Result<Vec<T>, Error> {
     let mut cmd = command(target, filter, Some(fields));
     cmd.append("limit", limit);
-    cursor(target, cmd, session).await
+    cursor(target, cmd, tries, session).await
 }
 
 /// A `find` of `filter`, with only `fields` projected (`None`: whole documents): every read
@@ -94,12 +98,13 @@ fn command(target: &Target, filter: RawDocumentBuf, fields: Option<&[&str]>) -> 
 /// single batch.
 pub(crate) async fn is_empty(
     target: &Target,
+    tries: &mut Attempts,
     session: Session<'_>,
-) -> Result<bool, mongodb::error::Error> {
+) -> Result<bool, Error> {
     let mut cmd = command(target, RawDocumentBuf::new(), Some(&["_id"]));
     cmd.append("limit", 1i64);
     cmd.append("singleBatch", true);
-    let found: Vec<serde::de::IgnoredAny> = cursor(target, cmd, session).await?;
+    let found: Vec<serde::de::IgnoredAny> = cursor(target, cmd, tries, session).await?;
     Ok(found.is_empty())
 }
 
@@ -112,18 +117,24 @@ pub(crate) async fn is_empty(
 /// session the whole read runs in one session started here. A deployment without sessions
 /// refuses an explicit one before anything is sent; there the read goes without (the driver
 /// attaches none either).
+///
+/// A command the engine refuses as busy (`error::THROTTLE_CODES`) is sent again where it
+/// failed — the same `find`, the same `getMore` on its cursor — after the wait it names, within
+/// `tries` ([`Attempts::throttled`]): the read goes on, and a large one finishes on an engine
+/// that refuses some of its commands.
 pub(crate) async fn cursor<T: DeserializeOwned>(
     target: &Target,
     cmd: RawDocumentBuf,
+    tries: &mut Attempts,
     session: Session<'_>,
-) -> Result<Vec<T>, mongodb::error::Error> {
+) -> Result<Vec<T>, Error> {
     if session.is_some() {
-        return read_to_end(target, cmd, session).await;
+        return read_to_end(target, cmd, tries, session).await;
     }
-    let mut own = target.db.client().start_session().await?;
-    match read_to_end(target, cmd.clone(), Some(&mut own)).await {
-        Err(e) if matches!(*e.kind, ErrorKind::SessionsNotSupported) => {
-            read_to_end(target, cmd, None).await
+    let mut own = target.db.client().start_session().await.map_err(classify)?;
+    match read_to_end(target, cmd.clone(), tries, Some(&mut own)).await {
+        Err(Error::Database(e)) if matches!(*e.kind, ErrorKind::SessionsNotSupported) => {
+            read_to_end(target, cmd, tries, None).await
         }
         other => other,
     }
@@ -132,20 +143,44 @@ pub(crate) async fn cursor<T: DeserializeOwned>(
 async fn read_to_end<T: DeserializeOwned>(
     target: &Target,
     cmd: RawDocumentBuf,
+    tries: &mut Attempts,
     mut session: Session<'_>,
-) -> Result<Vec<T>, mongodb::error::Error> {
-    let reply: CursorReply<T> = parse(target.run(cmd, session.as_deref_mut()).await?, "cursor")?;
+) -> Result<Vec<T>, Error> {
+    let reply = send(target, &cmd, tries, session.as_deref_mut()).await?;
+    let reply: CursorReply<T> = parse(reply, "cursor").map_err(classify)?;
     let (mut id, mut out) = (reply.cursor.id, reply.cursor.batch);
     while id != 0 {
-        let more = doc! { "getMore": id, "collection": target.name.as_str() };
-        let reply: CursorReply<T> = parse(
-            target.run(encode(&more)?, session.as_deref_mut()).await?,
-            "getMore",
-        )?;
+        let more = encode(&doc! { "getMore": id, "collection": target.name.as_str() })
+            .map_err(classify)?;
+        let reply = send(target, &more, tries, session.as_deref_mut()).await?;
+        let reply: CursorReply<T> = parse(reply, "getMore").map_err(classify)?;
         id = reply.cursor.id;
         out.extend(reply.cursor.batch);
     }
     Ok(out)
+}
+
+/// One command of a read, sent until it is answered: again after each throttle, as long as
+/// `tries` allow.
+async fn send(
+    target: &Target,
+    cmd: &RawDocumentBuf,
+    tries: &mut Attempts,
+    mut session: Session<'_>,
+) -> Result<bson::Document, Error> {
+    let mut streak = 0;
+    loop {
+        match target.run(cmd.clone(), session.as_deref_mut()).await {
+            Ok(reply) => return Ok(reply),
+            Err(e) => match throttle(&target.namespace, &e) {
+                Some(busy) => {
+                    streak += 1;
+                    tries.throttled(busy, streak).await?;
+                }
+                None => return Err(classify(e)),
+            },
+        }
+    }
 }
 
 /// A streaming read of a whole result through the driver's cursor (`find`, then `getMore` as

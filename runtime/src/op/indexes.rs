@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use super::find::cursor;
 use super::{encode, Target};
+use crate::error::{classify, server_code, Error};
 
 /// An existing index, as `listIndexes` describes it.
 #[derive(Debug, Clone, Deserialize)]
@@ -22,10 +23,10 @@ pub(crate) struct IndexInfo {
 const NAMESPACE_NOT_FOUND: i32 = 26;
 
 /// The collection's indexes; none when the collection does not exist yet.
-pub(crate) async fn list_indexes(target: &Target) -> Result<Vec<IndexInfo>, mongodb::error::Error> {
-    let cmd = encode(&doc! { "listIndexes": target.name.as_str() })?;
-    match cursor(target, cmd, None).await {
-        Err(e) if crate::error::server_code(&e) == Some(NAMESPACE_NOT_FOUND) => Ok(Vec::new()),
+pub(crate) async fn list_indexes(target: &Target) -> Result<Vec<IndexInfo>, Error> {
+    let cmd = encode(&doc! { "listIndexes": target.name.as_str() }).map_err(classify)?;
+    match cursor(target, cmd, &mut target.once("listIndexes"), None).await {
+        Err(Error::Database(e)) if server_code(&e) == Some(NAMESPACE_NOT_FOUND) => Ok(Vec::new()),
         other => other,
     }
 }

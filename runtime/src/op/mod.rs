@@ -70,6 +70,12 @@ impl Target {
         }
     }
 
+    /// The attempts of a read that has no retry policy of its own: a throttle ends it as
+    /// [`Error::Throttled`](crate::Error::Throttled).
+    pub(crate) fn once(&self, operation: &'static str) -> crate::retry::Attempts {
+        crate::retry::RetryPolicy::none().begin(operation, &self.namespace)
+    }
+
     /// Runs one command on the primary, in the caller's session if any.
     pub(crate) async fn run(
         &self,

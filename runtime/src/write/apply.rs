@@ -198,7 +198,7 @@ pub(crate) async fn apply(
             // that a copy that dropped our change is seen, and the change sent again.
             tokio::time::sleep(started.elapsed()).await;
         }
-        let record = match within(limit, read(target, id, session.as_deref_mut())).await {
+        let record = match within(limit, read(target, id, tries, session.as_deref_mut())).await {
             Ok(record) => record,
             Err(e) => {
                 tries.failed_or_timed_out(e).await?;
@@ -260,8 +260,8 @@ async fn shard_key(
         return Ok(None);
     }
     loop {
-        let reading = read(target, id, session.as_deref_mut());
-        match within(tries.attempt_timeout(), reading).await {
+        let limit = tries.attempt_timeout();
+        match within(limit, read(target, id, tries, session.as_deref_mut())).await {
             // A document written by other code may lack it: stored so, its shard key is null.
             Ok(Some(record)) => return Ok(Some(record.identity.unwrap_or(Bson::Null))),
             Ok(None) => return Err(not_found(target, id)),
@@ -390,16 +390,21 @@ async fn send_statement(
     }
 }
 
-async fn read(target: &Target, id: Ulid, session: Session<'_>) -> Result<Option<Record>, Error> {
+async fn read(
+    target: &Target,
+    id: Ulid,
+    tries: &mut Attempts,
+    session: Session<'_>,
+) -> Result<Option<Record>, Error> {
     let filter = crate::op::encode(&doc! {"_id": id.to_string()}).map_err(classify)?;
     let found: Vec<Record> = op::find(
         target,
         filter,
         Some(&[IDENTITY_FIELD, OPS_FIELD, OPS_PRUNED_TO_FIELD]),
+        tries,
         session,
     )
-    .await
-    .map_err(classify)?;
+    .await?;
     Ok(found.into_iter().next())
 }
 

@@ -12,7 +12,7 @@ use mongodb::ClientSession;
 use super::batch::{Item, Outcomes, Writer};
 use super::rounds::{or_contention, unnamed_violation, MAX_ROUNDS};
 use super::send::{send, Verdict};
-use crate::error::{classify, Error};
+use crate::error::Error;
 use crate::names::IDEMPOTENCY_FIELD;
 use crate::op::{self, Command, Refusal, Session, StoredEvent, Target};
 use crate::outcome::InsertOutcome;
@@ -59,7 +59,7 @@ async fn insert_batch(
         if duplicates.is_empty() {
             break;
         }
-        let found = read(target, events, &duplicates, session.as_deref_mut()).await?;
+        let found = read(target, events, &duplicates, tries, session.as_deref_mut()).await?;
         pending.clear();
         for (k, unnamed) in duplicates {
             match found.settle(target, events[k], unnamed) {
@@ -194,6 +194,7 @@ async fn read(
     target: &Target,
     events: &[&PreparedEvent],
     duplicates: &[(usize, Option<String>)],
+    tries: &mut Attempts,
     session: Session<'_>,
 ) -> Result<Found, Error> {
     let mut ids = RawArrayBuf::new();
@@ -216,9 +217,7 @@ async fn read(
     or.push(either(IDEMPOTENCY_FIELD, keys));
     let mut filter = RawDocumentBuf::new();
     filter.append("$or", or);
-    let docs: Vec<RawDocumentBuf> = op::find(target, filter, None, session)
-        .await
-        .map_err(classify)?;
+    let docs: Vec<RawDocumentBuf> = op::find(target, filter, None, tries, session).await?;
     index(target, docs)
 }
 

@@ -12,7 +12,7 @@
 
 use ulid::Ulid;
 
-use crate::error::{outcome_unknown, server_code, Error, THROTTLE_CODES};
+use crate::error::{self, outcome_unknown, Error};
 use crate::op::write::{command_refusal, WriteReply};
 use crate::op::{self, Command, Refusal, Session, Target};
 use crate::raw::ToEmbedded;
@@ -61,9 +61,13 @@ pub(crate) async fn send<D: ToEmbedded>(
     // inserts of the same 2,000 documents in opposite orders waited on each other for minutes.
     let mut queue: Vec<usize> = (0..items.len()).collect();
     queue.sort_by_key(|&k| id(k));
+    // Rounds in a row in which the engine applied nothing: the policy's attempts bound this,
+    // not the throttles of a call that is making progress.
+    let mut streak = 0;
     while !queue.is_empty() {
         let mut again = Vec::new();
         let mut throttle = None;
+        let mut progress = false;
         let sizes = queue.iter().map(|&k| items[k].embedded().len());
         for range in kind.cut(limits, one_by_one, sizes) {
             let carried = &queue[range];
@@ -74,24 +78,26 @@ pub(crate) async fn send<D: ToEmbedded>(
                     reply.write_concern(target, id(carried[0]))?;
                     place(reply, part.len())
                 }
-                Err(e) => match server_code(&e) {
-                    Some(code) if THROTTLE_CODES.contains(&code) => {
-                        throttle = Some(throttled(target, code, e.to_string()));
+                Err(e) => match error::throttle(&target.namespace, &e) {
+                    Some(busy) => {
+                        throttle = Some(busy);
                         again.extend_from_slice(carried);
                         continue;
                     }
-                    _ if outcome_unknown(&e) => Verdict::Unknown,
-                    _ => Verdict::Refused(command_refusal(e)?),
+                    None if outcome_unknown(&e) => Verdict::Unknown,
+                    None => Verdict::Refused(command_refusal(e)?),
                 },
             };
             let (rest, verdict) =
                 take_throttled(carried, verdict, &mut again, &mut throttle, target);
             if !rest.is_empty() {
+                progress = true;
                 settle(&rest, verdict);
             }
         }
         if let Some(error) = throttle {
-            tries.failed(error).await?;
+            streak = if progress { 1 } else { streak + 1 };
+            tries.throttled(error, streak).await?;
         }
         queue = again;
     }

@@ -57,13 +57,14 @@ async fn starts_with_insert(
     known: Option<bool>,
     items: usize,
     first_attempt: bool,
+    tries: &mut Attempts,
     session: Session<'_>,
 ) -> Result<bool, Error> {
     Ok(match known {
         _ if !first_attempt => false,
         Some(all_new) => all_new,
         None if items >= EMPTY_PROBE_MIN => {
-            op::is_empty(target, session).await.map_err(classify)?
+            op::is_empty(target, tries, session).await?
         }
         None => false,
     })
@@ -131,6 +132,7 @@ where
             self.all_new,
             items.len(),
             first_attempt,
+            tries,
             session,
         )
         .await?;
@@ -255,7 +257,7 @@ pub(crate) async fn upsert_batch(
         let stored = if round == 0 && insert_first {
             HashMap::new()
         } else {
-            read(call.target, &state, round == 0, session.as_deref_mut()).await?
+            read(call.target, &state, round == 0, tries, session.as_deref_mut()).await?
         };
         let (inserts, updates) = plan(call, &mut state, &stored, token)?;
         state.pending.clear();
@@ -301,6 +303,7 @@ async fn read(
     target: &Target,
     state: &BatchState<'_, '_>,
     first: bool,
+    tries: &mut Attempts,
     mut session: Session<'_>,
 ) -> Result<HashMap<String, StoredIdentity>, Error> {
     let started = Instant::now();
@@ -310,7 +313,7 @@ async fn read(
     let unseen: Vec<usize>;
     let mut rest = pending;
     if let Shape::Span { limit } = shape {
-        let found = read_span(target, state, limit, session.as_deref_mut()).await?;
+        let found = read_span(target, state, limit, tries, session.as_deref_mut()).await?;
         let complete = found.len() < limit;
         stored.extend(keyed(found));
         unseen = match complete {
@@ -338,9 +341,7 @@ async fn read(
         let projection = Some(StoredIdentity::PROJECTION);
         let at = Instant::now();
         let found: Vec<StoredIdentity> =
-            op::find(target, filter, projection, session.as_deref_mut())
-                .await
-                .map_err(classify)?;
+            op::find(target, filter, projection, tries, session.as_deref_mut()).await?;
         target.reads.record(part.len(), at.elapsed());
         stored.extend(keyed(found));
     }
@@ -358,6 +359,7 @@ async fn read_span(
     target: &Target,
     state: &BatchState<'_, '_>,
     limit: usize,
+    tries: &mut Attempts,
     session: Session<'_>,
 ) -> Result<Vec<StoredIdentity>, Error> {
     let ids = state
@@ -373,9 +375,7 @@ async fn read_span(
     let mut filter = RawDocumentBuf::new();
     filter.append("_id", range);
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    op::find_limited(target, filter, StoredIdentity::PROJECTION, limit, session)
-        .await
-        .map_err(classify)
+    op::find_limited(target, filter, StoredIdentity::PROJECTION, limit, tries, session).await
 }
 
 /// Found documents by their identity; one without (not ours) is left out.
