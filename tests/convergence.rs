@@ -24,6 +24,7 @@ use natural_key::bson::{self, doc, Document};
 use natural_key::mongodb::{self, Database};
 use natural_key::prelude::*;
 use natural_key::{Collection, RetryPolicy, HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD};
+use support::engine::{Part, PrivateEngine};
 use support::proxy::{self, Faults, Proxy, Stats};
 
 const WRITERS: usize = 4;
@@ -963,92 +964,6 @@ async fn converges_under_all_three_faults_at_once() {
 // ---------------------------------------------------------------------------------------------
 // Engine restart mid-run
 
-/// A FerretDB of this test's own, on a kept data dir; stopped (and its files removed) on drop.
-struct PrivateEngine {
-    state: std::path::PathBuf,
-    data: String,
-    uri: String,
-    port: String,
-}
-
-impl PrivateEngine {
-    fn start(name: &str) -> PrivateEngine {
-        let state = std::env::temp_dir().join(format!("nk-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&state);
-        let data = state.join("data").to_string_lossy().to_string();
-        let state_s = state.to_string_lossy().to_string();
-        let uri = support::db_up(&["--data", &data], &[("NK_DB_STATE", &state_s)]);
-        let port = uri
-            .rsplit(':')
-            .next()
-            .unwrap()
-            .split('/')
-            .next()
-            .unwrap()
-            .to_string();
-        PrivateEngine {
-            state,
-            data,
-            uri,
-            port,
-        }
-    }
-
-    fn state(&self) -> String {
-        self.state.to_string_lossy().to_string()
-    }
-
-    /// Kills the engine (SIGKILL: a crash, writes in flight) and waits until it is gone.
-    /// (`scripts/db down` sends SIGTERM, on which FerretDB 1.x closes its listener but goes on
-    /// serving open connections for 3 s: busy writers would barely notice.)
-    fn kill(&self) {
-        let pid = self.pid();
-        let pid = pid.as_str();
-        // It may be dead already (the restart test kills it first, then waits here).
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", pid])
-            .stderr(std::process::Stdio::null())
-            .status();
-        while std::process::Command::new("kill")
-            .args(["-0", pid])
-            .stderr(std::process::Stdio::null())
-            .status()
-            .unwrap()
-            .success()
-        {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        // Clears the state files (it finds nothing running).
-        support::db_down(&[("NK_DB_STATE", &self.state())]);
-    }
-
-    /// The pid of the process clients talk to (FerretDB, 1.x or 2.x).
-    fn pid(&self) -> String {
-        let pid = std::fs::read_to_string(self.state.join("pid")).expect("the engine's pid");
-        pid.trim().to_string()
-    }
-
-    /// Same data dir, same port: clients holding the URI reconnect.
-    fn restart(&self) {
-        let uri = support::db_up(
-            &["--data", &self.data],
-            &[("NK_DB_STATE", &self.state()), ("NK_DB_PORT", &self.port)],
-        );
-        assert_eq!(uri, self.uri, "restarted on the same address");
-    }
-}
-
-impl Drop for PrivateEngine {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("bash")
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/db"))
-            .arg("down")
-            .env("NK_DB_STATE", self.state())
-            .output();
-        let _ = std::fs::remove_dir_all(&self.state);
-    }
-}
-
 /// Four batch writers (overlapping) through the proxy; once a few write commands have gone
 /// through, at a moment a write command is on the engine, the engine is
 /// SIGKILLed, left down for 1.5 s and started again on the same data dir and port. The proxy
@@ -1100,7 +1015,7 @@ async fn converges_across_an_engine_restart() {
     // DocumentDB answers a batch of 12 in a few milliseconds, less than a blocking task takes
     // to start.
     let threshold = ((n / 50) as u64).max(2);
-    let pid = engine.pid();
+    let pid = engine.pid(Part::Front);
     while (proxy.stats().writes() < threshold || proxy.writes_in_flight() == 0)
         && finished.load(Ordering::SeqCst) < WRITERS
     {
@@ -1112,7 +1027,9 @@ async fn converges_across_an_engine_restart() {
     let writes_at_stop = proxy.stats().writes();
     let stopped_at = Instant::now();
     let e = engine.clone();
-    tokio::task::spawn_blocking(move || e.kill()).await.unwrap();
+    tokio::task::spawn_blocking(move || e.kill_all())
+        .await
+        .unwrap();
     let finished_at_stop = finished.load(Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     // Counted while the engine is down: the proxy counts only what it forwards, so whatever

@@ -532,6 +532,83 @@ async fn a_throttled_read_without_a_policy_is_a_throttle() {
     assert_eq!(proxy.stats().throttled_reads, 2);
 }
 
+/// MongoDB 8.2+ and Atlas under overload: a tenth of the commands, reads and writes, refused
+/// with 463 labelled `SystemOverloadedError`, `RetryableError`, `NoWritesPerformed` (not run:
+/// sent again), and one write in twenty applied and answered 463 with `SystemOverloadedError`
+/// alone (it may have run: decided by the next read). Outcomes stay exact.
+#[tokio::test]
+async fn overload_errors_are_sent_again_or_decided_by_their_labels() {
+    let engine = Engine {
+        overload: 0.1,
+        overload_after_apply: 0.05,
+        ..Engine::none()
+    };
+    let (direct, db, proxy) = through_engine("overload", engine, 13).await;
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let clicks = Collection::<Click>::open(&db, "clicks").await.unwrap();
+    let mut docs = corpus(1000);
+    let counts =
+        |r: &natural_key::BatchReport| (r.inserted, r.updated, r.unchanged, r.failures.len());
+    let policy = RetryPolicy::default();
+    let r = posts
+        .upsert_many(&docs)
+        .batch_size(100)
+        .retry(policy)
+        .await
+        .unwrap();
+    assert_eq!(counts(&r), (1000, 0, 0, 0), "first ingest");
+    for p in docs.iter_mut().step_by(50) {
+        p.body.push_str(" (edited)");
+    }
+    let r = posts
+        .upsert_many(&docs)
+        .batch_size(100)
+        .retry(policy)
+        .await
+        .unwrap();
+    assert_eq!(counts(&r), (0, 20, 980, 0), "2% changed");
+    for p in &docs[..50] {
+        let outcome = p.upsert(&posts).retry(policy).await.unwrap();
+        assert!(
+            matches!(outcome, UpsertOutcome::Unchanged(_)),
+            "{outcome:?}"
+        );
+    }
+    let events = events(1000);
+    let r = clicks
+        .insert_many(&events)
+        .batch_size(100)
+        .retry(policy)
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.inserted, r.already_applied, r.failures.len()),
+        (1000, 0, 0),
+        "{r:?}"
+    );
+    let stats = proxy.stats();
+    assert!(
+        stats.overloaded > 0 && stats.overloaded_after_apply > 0,
+        "both were met: {stats:?}"
+    );
+    assert_eq!(stored_posts(&direct).await, docs);
+    let stored = direct
+        .collection::<Document>("clicks")
+        .count_documents(doc! {})
+        .await;
+    assert_eq!(stored.unwrap(), 1000);
+
+    // Without a policy: a throttle, and nothing written.
+    proxy.set_engine(Engine {
+        overload: 1.0,
+        ..Engine::none()
+    });
+    let fresh = corpus(1001).pop().unwrap();
+    let e = fresh.upsert(&posts).await.unwrap_err();
+    assert_eq!((e.kind(), e.is_transient()), ("throttled", true), "{e:?}");
+    assert_eq!(stored_posts(&direct).await, docs);
+}
+
 /// A unique index the engine will not build (here: stored documents already share an
 /// identity; on Cosmos DB also any non-empty collection) is a typed error naming the remedy,
 /// not the engine's bare refusal.

@@ -714,13 +714,27 @@ pub(crate) const THROTTLE_CODES: &[i32] = &[
     PG_SERIALIZATION_FAILURE,
 ];
 
-/// The engine refused a command on `namespace` as busy ([`THROTTLE_CODES`]): the
-/// [`Error::Throttled`] to wait on and, if the policy gives up, to report.
-pub(crate) fn throttle(namespace: &str, e: &mongodb::error::Error) -> Option<Error> {
-    let code = server_code(e).filter(|c| THROTTLE_CODES.contains(c))?;
-    Some(Error::Throttled {
+/// The label with which MongoDB 8.2+ (its ingress request rate limiter) and Atlas (load
+/// shedding) reject a command under overload, e.g. 463 `IngressOperationRateLimitExceeded`
+/// (MongoDB's client-backpressure specification; Atlas, "Handle Overload Errors from Load
+/// Shedding"). Alone it does not say whether the command ran.
+const OVERLOADED: &str = "SystemOverloadedError";
+/// Labels beside [`OVERLOADED`] that say the command was not run: `RetryableError` ("the
+/// operation was not executed") and `NoWritesPerformed` ("rejected before performing any
+/// writes").
+const NOT_RUN: [&str; 2] = ["RetryableError", "NoWritesPerformed"];
+
+/// The engine refused a command on `namespace` as busy, having run none of it: a throttle
+/// code ([`THROTTLE_CODES`]) or an overload error labelled not run; for a `read`, any
+/// overload error (a read that ran changed nothing). The [`Error::Throttled`] to wait on and,
+/// if the policy gives up, to report.
+pub(crate) fn throttle(namespace: &str, e: &mongodb::error::Error, read: bool) -> Option<Error> {
+    let code = server_code(e);
+    let busy = code.is_some_and(|c| THROTTLE_CODES.contains(&c))
+        || e.contains_label(OVERLOADED) && (read || NOT_RUN.iter().any(|l| e.contains_label(l)));
+    busy.then(|| Error::Throttled {
         collection: namespace.to_string(),
-        code,
+        code: code.unwrap_or_default(),
         message: e.to_string(),
     })
 }
@@ -790,9 +804,12 @@ pub(crate) fn index_over_duplicates(e: &mongodb::error::Error) -> bool {
 }
 
 /// Whether a write command that failed with `e` may or may not have been applied: the codes
-/// of [`UNKNOWN_OUTCOME_CODES`], and an engine whose storage failed under it.
+/// of [`UNKNOWN_OUTCOME_CODES`], an engine whose storage failed under it, and an overload
+/// error that does not say the command was not run ([`throttle`] takes those).
 pub(crate) fn outcome_unknown(e: &mongodb::error::Error) -> bool {
-    server_code(e).is_some_and(|c| UNKNOWN_OUTCOME_CODES.contains(&c)) || engine_failed(e)
+    server_code(e).is_some_and(|c| UNKNOWN_OUTCOME_CODES.contains(&c))
+        || engine_failed(e)
+        || e.contains_label(OVERLOADED)
 }
 
 /// The wait named in a throttling message: `RetryAfterMs=N` (Cosmos DB).
@@ -828,6 +845,8 @@ pub fn classify(e: mongodb::error::Error) -> Error {
         _ => {
             e.contains_label("RetryableWriteError")
                 || e.contains_label("TransientTransactionError")
+                || e.contains_label(OVERLOADED)
+                || e.contains_label(NOT_RUN[0])
                 || server_code(&e).is_some_and(|c| TRANSIENT_CODES.contains(&c))
                 || engine_failed(&e)
         }

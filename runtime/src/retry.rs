@@ -376,7 +376,10 @@ mod tests {
             .begin("t", "db.c");
         tries.throttled(throttled(), 1).await.unwrap();
         tries.throttled(throttled(), 1).await.unwrap();
-        assert!(tries.throttled(throttled(), 1).await.is_err(), "1,200 ms > 1 s");
+        assert!(
+            tries.throttled(throttled(), 1).await.is_err(),
+            "1,200 ms > 1 s"
+        );
     }
 
     #[tokio::test]

@@ -13,6 +13,7 @@ use natural_key::mongodb::options::ClientOptions;
 use natural_key::mongodb::{Client, Database};
 
 pub mod child;
+pub mod engine;
 pub mod proxy;
 
 /// `MONGODB_URI`, or — when unset — the URI of the FerretDB that `scripts/db up` starts (it is

@@ -123,6 +123,13 @@ pub struct Engine {
     /// Refuse a `find` or `getMore` whole with 16500 and `RetryAfterMs`: never forwarded, so a
     /// refused `getMore`'s cursor stays open (drawn once per read command).
     pub throttle_reads: f64,
+    /// Refuse a read (`find`, `getMore`) or write command whole as MongoDB 8.2+'s ingress rate
+    /// limiter and Atlas's load shedding do: 463 with the labels `SystemOverloadedError`,
+    /// `RetryableError` and `NoWritesPerformed`; never forwarded.
+    pub overload: f64,
+    /// Forward a write command, let it apply, and answer 463 with `SystemOverloadedError`
+    /// alone (which "does not mean that the operation can be safely retried").
+    pub overload_after_apply: f64,
     /// The `RetryAfterMs` a throttle names.
     pub retry_after_ms: u64,
     /// Answer `hello` with 59 `CommandNotFound` and take `helloOk` out of `isMaster` replies.
@@ -149,8 +156,8 @@ enum Rewrite {
         kept: Vec<usize>,
         refused: Vec<usize>,
     },
-    /// The reply is replaced by 50.
-    UnknownOutcome,
+    /// The command is applied and its reply replaced by this one.
+    AfterApply(Document),
     /// `helloOk` is taken out of the reply.
     NoHelloOk,
 }
@@ -190,6 +197,10 @@ pub struct Stats {
     pub throttled_statements: u64,
     /// Engine mode: `find` and `getMore` commands refused with 16500.
     pub throttled_reads: u64,
+    /// Engine mode: commands refused as overloaded (463, nothing written).
+    pub overloaded: u64,
+    /// Engine mode: write commands applied and answered 463 `SystemOverloadedError`.
+    pub overloaded_after_apply: u64,
     /// Engine mode: commands applied and answered with 50.
     pub unknown_outcomes: u64,
     /// Engine mode: `hello` commands refused.
@@ -281,10 +292,15 @@ impl Shared {
         if engine.no_hello && name.eq_ignore_ascii_case("ismaster") {
             return (Rewrite::NoHelloOk, None);
         }
-        let busy = engine.throttle_command + engine.throttle_statements + engine.unknown_outcome;
+        let busy = engine.throttle_command
+            + engine.throttle_statements
+            + engine.unknown_outcome
+            + engine.overload
+            + engine.overload_after_apply;
         let spent =
             engine.at_most > 0 && self.stats.lock().unwrap().engine_actions >= engine.at_most;
-        if matches!(name, "find" | "getMore") && engine.throttle_reads > 0.0 && !spent {
+        let reads = engine.throttle_reads + engine.overload;
+        if matches!(name, "find" | "getMore") && reads > 0.0 && !spent {
             let u = unit(splitmix64(&mut self.rng.lock().unwrap()));
             if u < engine.throttle_reads {
                 self.bump(|s| {
@@ -293,6 +309,16 @@ impl Shared {
                 });
                 let reply = throttle_reply(engine.retry_after_ms);
                 return (Rewrite::Answered, Some(reply_to(msg, &reply)));
+            }
+            if u < reads {
+                self.bump(|s| {
+                    s.engine_actions += 1;
+                    s.overloaded += 1;
+                });
+                return (
+                    Rewrite::Answered,
+                    Some(reply_to(msg, &overload_reply(true))),
+                );
             }
         }
         if !is_write(name) || busy == 0.0 || spent {
@@ -321,9 +347,27 @@ impl Shared {
             }
             return (Rewrite::None, None);
         }
-        if u < busy {
+        let unknown = engine.throttle_command + engine.throttle_statements + engine.unknown_outcome;
+        if u < unknown {
             self.bump(|s| s.unknown_outcomes += 1);
-            return (Rewrite::UnknownOutcome, None);
+            let reply = doc! {
+                "ok": 0.0,
+                "errmsg": "Request timed out. Retries due to rate limiting: True.",
+                "code": 50,
+                "codeName": "ExceededTimeLimit",
+            };
+            return (Rewrite::AfterApply(reply), None);
+        }
+        if u < unknown + engine.overload {
+            self.bump(|s| s.overloaded += 1);
+            return (
+                Rewrite::Answered,
+                Some(reply_to(msg, &overload_reply(true))),
+            );
+        }
+        if u < busy {
+            self.bump(|s| s.overloaded_after_apply += 1);
+            return (Rewrite::AfterApply(overload_reply(false)), None);
         }
         (Rewrite::None, None)
     }
@@ -451,7 +495,11 @@ impl Proxy {
 
     /// Imitates a managed engine from now on (see [`Engine`]).
     pub fn set_engine(&self, engine: Engine) {
-        let sum = engine.throttle_command + engine.throttle_statements + engine.unknown_outcome;
+        let sum = engine.throttle_command
+            + engine.throttle_statements
+            + engine.unknown_outcome
+            + engine.overload
+            + engine.overload_after_apply;
         assert!(
             (0.0..=1.0 + 1e-9).contains(&sum),
             "{engine:?}: not probabilities"
@@ -853,6 +901,23 @@ fn first_key(doc: &RawDocument) -> Option<String> {
 }
 
 /// Cosmos DB's throttle: "no changes were made", with the wait.
+/// MongoDB 8.2+'s overload error (Atlas, "Handle Overload Errors from Load Shedding"): with
+/// `RetryableError` and `NoWritesPerformed` when the command was not run, without them when
+/// it may have been.
+fn overload_reply(not_run: bool) -> Document {
+    let mut labels = vec!["SystemOverloadedError"];
+    if not_run {
+        labels.extend(["RetryableError", "NoWritesPerformed"]);
+    }
+    doc! {
+        "ok": 0.0,
+        "errmsg": "Request rejected: ingress operation rate limit exceeded",
+        "code": 463,
+        "codeName": "IngressOperationRateLimitExceeded",
+        "errorLabels": labels,
+    }
+}
+
 fn throttle_reply(retry_after_ms: u64) -> Document {
     doc! {
         "ok": 0.0,
@@ -968,15 +1033,7 @@ fn rewrite_reply(msg: Vec<u8>, rewrite: &Rewrite, shared: &Shared) -> Vec<u8> {
     let retry_after_ms = shared.engine.lock().unwrap().retry_after_ms;
     match rewrite {
         Rewrite::None | Rewrite::Answered => msg,
-        Rewrite::UnknownOutcome => {
-            let body = doc! {
-                "ok": 0.0,
-                "errmsg": "Request timed out. Retries due to rate limiting: True.",
-                "code": 50,
-                "codeName": "ExceededTimeLimit",
-            };
-            op_msg(header.request_id, header.response_to, &body)
-        }
+        Rewrite::AfterApply(body) => op_msg(header.request_id, header.response_to, body),
         Rewrite::Statements { kept, refused } => {
             let Some(mut body) = plain_body(&msg) else {
                 return msg;

@@ -172,7 +172,7 @@ async fn send(
     loop {
         match target.run(cmd.clone(), session.as_deref_mut()).await {
             Ok(reply) => return Ok(reply),
-            Err(e) => match throttle(&target.namespace, &e) {
+            Err(e) => match throttle(&target.namespace, &e, true) {
                 Some(busy) => {
                     streak += 1;
                     tries.throttled(busy, streak).await?;

@@ -78,7 +78,7 @@ pub(crate) async fn send<D: ToEmbedded>(
                     reply.write_concern(target, id(carried[0]))?;
                     place(reply, part.len())
                 }
-                Err(e) => match error::throttle(&target.namespace, &e) {
+                Err(e) => match error::throttle(&target.namespace, &e, false) {
                     Some(busy) => {
                         throttle = Some(busy);
                         again.extend_from_slice(carried);

@@ -63,9 +63,7 @@ async fn starts_with_insert(
     Ok(match known {
         _ if !first_attempt => false,
         Some(all_new) => all_new,
-        None if items >= EMPTY_PROBE_MIN => {
-            op::is_empty(target, tries, session).await?
-        }
+        None if items >= EMPTY_PROBE_MIN => op::is_empty(target, tries, session).await?,
         None => false,
     })
 }
@@ -257,7 +255,14 @@ pub(crate) async fn upsert_batch(
         let stored = if round == 0 && insert_first {
             HashMap::new()
         } else {
-            read(call.target, &state, round == 0, tries, session.as_deref_mut()).await?
+            read(
+                call.target,
+                &state,
+                round == 0,
+                tries,
+                session.as_deref_mut(),
+            )
+            .await?
         };
         let (inserts, updates) = plan(call, &mut state, &stored, token)?;
         state.pending.clear();
@@ -375,7 +380,15 @@ async fn read_span(
     let mut filter = RawDocumentBuf::new();
     filter.append("_id", range);
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    op::find_limited(target, filter, StoredIdentity::PROJECTION, limit, tries, session).await
+    op::find_limited(
+        target,
+        filter,
+        StoredIdentity::PROJECTION,
+        limit,
+        tries,
+        session,
+    )
+    .await
 }
 
 /// Found documents by their identity; one without (not ours) is left out.

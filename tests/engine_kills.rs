@@ -1,0 +1,461 @@
+//! The engine itself fails (issue #36): SIGKILLed in the middle of a call — the front
+//! (FerretDB) and, on FerretDB 2 / DocumentDB, PostgreSQL under it — and started again on the
+//! same data dir and address while the call is still retrying. Each engine is the test's own
+//! (`support::engine`, the pass's `NK_DB_ENGINE`), reached through a proxy that only watches:
+//! a kill goes out while a write command is on the engine.
+//!
+//! With a `RetryPolicy` whose deadline covers the outage, every call ends `Ok` with exact
+//! outcomes, and the stored data is exactly the input: every document once, every edit stored,
+//! every relative operation applied once. Without one, the call ends promptly with a transient
+//! error, and running it again converges. Three kills per call, at different points.
+//!
+//! Size: `NK_KILL_DOCS` documents (default 3,000; docs/reliability.md reports 10,000) and
+//! `NK_KILL_OPS` relative operations (default 300). Each test prints one `KILLS` line.
+//!
+//! ```text
+//! NK_KILL_DOCS=10000 NK_KILL_OPS=1000 cargo test --release --test engine_kills -- --nocapture
+//! ```
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use natural_key::bson::{doc, Document};
+use natural_key::mongodb::Database;
+use natural_key::prelude::*;
+use natural_key::{ApplyOutcome, Change, Collection, OpId, RetryPolicy};
+use support::engine::{Part, PrivateEngine};
+use support::proxy::{self, Faults, Proxy};
+
+#[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
+struct Post {
+    #[key]
+    slug: String,
+    #[key(timestamp)]
+    published_at: i64,
+    body: String,
+}
+
+#[derive(RandomId, Serialize, Deserialize, Clone, Debug, PartialEq)]
+struct Click {
+    #[id]
+    #[serde(rename = "_id")]
+    id: Ulid,
+    page: String,
+}
+
+#[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
+struct Item {
+    #[key]
+    sku: String,
+    #[key(timestamp)]
+    listed_at: i64,
+    #[natural_key(relative)]
+    stock: i64,
+    #[natural_key(relative)]
+    #[serde(default)]
+    payments: Vec<String>,
+}
+
+const KILLS: u64 = 3;
+/// How long the engine stays down after a kill before it is started again.
+const DOWN: Duration = Duration::from_millis(1000);
+
+fn docs_n() -> usize {
+    support::env_or("NK_KILL_DOCS", 3_000usize)
+}
+
+fn corpus(n: usize) -> Vec<Post> {
+    (0..n)
+        .map(|i| Post {
+            slug: format!("kill-{i:06}"),
+            published_at: 1_700_000_000_000 + i as i64 * 60_000,
+            body: format!("body of post {i}"),
+        })
+        .collect()
+}
+
+/// The test's engine, a database on it reached directly, and the same through the proxy.
+struct Rig {
+    engine: Arc<PrivateEngine>,
+    direct: Database,
+    via: Database,
+    proxy: Arc<Proxy>,
+}
+
+async fn rig(name: &'static str, seed: u64) -> Rig {
+    let engine = Arc::new(
+        tokio::task::spawn_blocking(move || PrivateEngine::start(name))
+            .await
+            .unwrap(),
+    );
+    let db = format!("nk_{}", name.replace('-', "_"));
+    let direct = support::client_for(&engine.uri, &support::Commands::default())
+        .await
+        .database(&db);
+    let proxy =
+        Arc::new(Proxy::start(proxy::upstream_addr(&engine.uri), Faults::none(), seed).await);
+    let via = support::client_for(&proxy.uri(), &support::Commands::default())
+        .await
+        .database(&db);
+    Rig {
+        engine,
+        direct,
+        via,
+        proxy,
+    }
+}
+
+impl Rig {
+    /// The parts to kill, one per kill: on FerretDB 2 / DocumentDB, PostgreSQL, then the
+    /// front, then PostgreSQL again; elsewhere the front each time.
+    fn parts(&self) -> Vec<Part> {
+        if self.engine.has_storage() {
+            vec![Part::Storage, Part::Front, Part::Storage]
+        } else {
+            vec![Part::Front; KILLS as usize]
+        }
+    }
+
+    /// A fresh direct client's view of the database: the old one's predates the restarts.
+    async fn fresh(&self) -> Database {
+        support::client_for(&self.engine.uri, &support::Commands::default())
+            .await
+            .database(self.direct.name())
+    }
+}
+
+/// One kill: what it took, and the call's progress when it went out.
+#[derive(Debug)]
+struct Killed {
+    part: Part,
+    at: u64,
+    /// Kill, wait and restart, in seconds.
+    outage: f64,
+}
+
+/// Kills `parts[k]` once the call's progress reaches `points[k]` with a write command on the
+/// engine, and starts the engine again after [`DOWN`]; stops early once `done` (the call
+/// ended before the next point).
+async fn killer(
+    rig: (Arc<PrivateEngine>, Arc<Proxy>),
+    progress: Arc<AtomicU64>,
+    points: Vec<u64>,
+    parts: Vec<Part>,
+    done: Arc<AtomicBool>,
+) -> Vec<Killed> {
+    let (engine, proxy) = rig;
+    let mut kills = Vec::new();
+    for (point, part) in points.into_iter().zip(parts) {
+        while progress.load(Ordering::SeqCst) < point || proxy.writes_in_flight() == 0 {
+            if done.load(Ordering::SeqCst) {
+                return kills;
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        let at = progress.load(Ordering::SeqCst);
+        let started = Instant::now();
+        let e = engine.clone();
+        tokio::task::spawn_blocking(move || e.kill(part))
+            .await
+            .unwrap();
+        tokio::time::sleep(DOWN).await;
+        let e = engine.clone();
+        tokio::task::spawn_blocking(move || e.restart())
+            .await
+            .unwrap();
+        kills.push(Killed {
+            part,
+            at,
+            outage: started.elapsed().as_secs_f64(),
+        });
+    }
+    kills
+}
+
+/// Progress points `total / 4`, `total / 2`, `3 total / 4`.
+fn points(total: u64) -> Vec<u64> {
+    (1..=KILLS).map(|k| total * k / (KILLS + 1)).collect()
+}
+
+fn start_killer(
+    rig: &Rig,
+    total: u64,
+) -> (
+    Arc<AtomicU64>,
+    Arc<AtomicBool>,
+    tokio::task::JoinHandle<Vec<Killed>>,
+) {
+    let progress = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let task = tokio::spawn(killer(
+        (rig.engine.clone(), rig.proxy.clone()),
+        progress.clone(),
+        points(total),
+        rig.parts(),
+        done.clone(),
+    ));
+    (progress, done, task)
+}
+
+async fn stored_posts(db: &Database) -> Vec<Post> {
+    let docs = support::all_documents(&db.collection::<Document>("posts")).await;
+    let mut posts: Vec<Post> = docs
+        .into_iter()
+        .map(|d| natural_key::bson::from_document(d).unwrap())
+        .collect();
+    posts.sort_by(|a, b| a.slug.cmp(&b.slug));
+    posts
+}
+
+fn report(test: &str, n: usize, kills: &[Killed], secs: f64, rig: &Rig, outcome: String) {
+    let unanswered: u64 = rig.proxy.stats().unanswered.values().sum();
+    println!(
+        "KILLS {test}: {n} in {secs:.1} s; kills {:?}; commands the engine never answered \
+         {unanswered}; {outcome}",
+        kills
+            .iter()
+            .map(|k| format!("{:?} at {} (out {:.1} s)", k.part, k.at, k.outage))
+            .collect::<Vec<_>>()
+    );
+}
+
+/// Half of the posts stored before, 1% of those edited, the other half new: one
+/// `upsert_many` inserts, updates and leaves alone, across three kills.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upsert_many_survives_three_kills_of_the_engine() {
+    let n = docs_n();
+    let rig = rig("kills-posts", 31).await;
+    let mut docs = corpus(n);
+    let before = Collection::<Post>::open(&rig.direct, "posts")
+        .await
+        .unwrap();
+    before.upsert_many(&docs[..n / 2]).await.unwrap();
+    let mut edited = 0;
+    for p in docs[..n / 2].iter_mut().step_by(100) {
+        p.body.push_str(" (edited)");
+        edited += 1;
+    }
+    let posts = Collection::<Post>::open(&rig.via, "posts").await.unwrap();
+    let (progress, done, killer) = start_killer(&rig, n as u64);
+    let start = Instant::now();
+    let seen = progress.clone();
+    let r = posts
+        .upsert_many(&docs)
+        .batch_size(250)
+        .retry(RetryPolicy::default())
+        .on_progress(move |r| seen.store(r.processed(), Ordering::SeqCst))
+        .await;
+    let secs = start.elapsed().as_secs_f64();
+    done.store(true, Ordering::SeqCst);
+    let kills = killer.await.unwrap();
+    let r = r.unwrap_or_else(|e| panic!("after {kills:?}: {e}"));
+    report(
+        "upsert_many",
+        n,
+        &kills,
+        secs,
+        &rig,
+        format!(
+            "inserted={} updated={} unchanged={}",
+            r.inserted, r.updated, r.unchanged
+        ),
+    );
+    assert_eq!(kills.len() as u64, KILLS, "every kill landed mid-call");
+    assert_eq!(
+        (r.inserted, r.updated, r.unchanged, r.failures.len()),
+        ((n - n / 2) as u64, edited, (n / 2) as u64 - edited, 0),
+        "{r:?}"
+    );
+    assert_eq!(stored_posts(&rig.fresh().await).await, docs);
+}
+
+/// Events inserted once each across three kills: none lost, none twice, every outcome
+/// `Inserted` (this call stored them all).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_insert_many_of_events_survives_three_kills_of_the_engine() {
+    let n = docs_n();
+    let rig = rig("kills-events", 32).await;
+    let events: Vec<Click> = (0..n)
+        .map(|i| Click {
+            id: Ulid::new(),
+            page: format!("/{i}"),
+        })
+        .collect();
+    let clicks = Collection::<Click>::open(&rig.via, "clicks").await.unwrap();
+    let (progress, done, killer) = start_killer(&rig, n as u64);
+    let start = Instant::now();
+    let seen = progress.clone();
+    let r = clicks
+        .insert_many(&events)
+        .batch_size(250)
+        .retry(RetryPolicy::default())
+        .on_progress(move |r| seen.store(r.processed(), Ordering::SeqCst))
+        .await;
+    let secs = start.elapsed().as_secs_f64();
+    done.store(true, Ordering::SeqCst);
+    let kills = killer.await.unwrap();
+    let r = r.unwrap_or_else(|e| panic!("after {kills:?}: {e}"));
+    report(
+        "insert_many",
+        n,
+        &kills,
+        secs,
+        &rig,
+        format!(
+            "inserted={} already_applied={}",
+            r.inserted, r.already_applied
+        ),
+    );
+    assert_eq!(kills.len() as u64, KILLS, "every kill landed mid-call");
+    assert_eq!(
+        (r.inserted, r.already_applied, r.failures.len()),
+        (n as u64, 0, 0),
+        "{r:?}"
+    );
+    let stored = support::all_documents(&rig.fresh().await.collection::<Document>("clicks")).await;
+    let mut ids: Vec<String> = stored
+        .iter()
+        .map(|d| d.get_str("_id").unwrap().to_string())
+        .collect();
+    ids.sort();
+    let mut expected: Vec<String> = events.iter().map(|e| e.id.to_string()).collect();
+    expected.sort();
+    assert_eq!(ids, expected, "every event once");
+}
+
+/// Relative updates from two writers over ten items across three kills: every operation
+/// applied once (each item's stock down by its sales, each payment recorded once).
+#[tokio::test(flavor = "multi_thread")]
+async fn relative_updates_survive_three_kills_of_the_engine() {
+    let ops: usize = support::env_or("NK_KILL_OPS", 300);
+    let rig = rig("kills-apply", 33).await;
+    let items: Vec<Item> = (0..10)
+        .map(|i| Item {
+            sku: format!("sku-{i}"),
+            listed_at: 1_700_000_000_000,
+            stock: 1_000_000,
+            payments: Vec::new(),
+        })
+        .collect();
+    let before = Collection::<Item>::open(&rig.direct, "items")
+        .await
+        .unwrap();
+    before.upsert_many(&items).await.unwrap();
+    let via = Collection::<Item>::open(&rig.via, "items").await.unwrap();
+    let (progress, done, killer) = start_killer(&rig, ops as u64);
+    let start = Instant::now();
+    let mut writers = Vec::new();
+    for w in 0..2 {
+        let (via, progress) = (via.clone(), progress.clone());
+        let ids: Vec<Ulid> = items.iter().map(|i| i.id().unwrap()).collect();
+        writers.push(tokio::spawn(async move {
+            let mut outcomes = Vec::new();
+            for k in (w..ops).step_by(2) {
+                let key = format!("order-{k}");
+                let change = Change::new()
+                    .inc("stock", -1)
+                    .push("payments", key.as_str());
+                let op = OpId::new(key.clone(), k as i64 + 1);
+                let r = via
+                    .apply(ids[k % ids.len()], op, change)
+                    .retry(RetryPolicy::default())
+                    .await;
+                progress.fetch_add(1, Ordering::SeqCst);
+                outcomes.push((key, r));
+            }
+            outcomes
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for w in writers {
+        outcomes.extend(w.await.unwrap());
+    }
+    let secs = start.elapsed().as_secs_f64();
+    done.store(true, Ordering::SeqCst);
+    let kills = killer.await.unwrap();
+    let mut by_kind: HashMap<String, usize> = HashMap::new();
+    for (key, r) in &outcomes {
+        match r {
+            Ok(o) => *by_kind.entry(format!("{o:?}")).or_default() += 1,
+            Err(e) => panic!("{key} after {kills:?}: {e}"),
+        }
+    }
+    report("apply", ops, &kills, secs, &rig, format!("{by_kind:?}"));
+    assert_eq!(kills.len() as u64, KILLS, "every kill landed mid-run");
+    assert!(outcomes
+        .iter()
+        .all(|(_, r)| matches!(r, Ok(ApplyOutcome::Applied | ApplyOutcome::AlreadyApplied))));
+    let fresh = rig.fresh().await;
+    let stored = support::all_documents(&fresh.collection::<Document>("items")).await;
+    let mut sold = 0;
+    for d in &stored {
+        let payments = d.get_array("payments").unwrap();
+        let stock = d.get_i64("stock").unwrap();
+        assert_eq!(
+            stock,
+            1_000_000 - payments.len() as i64,
+            "one sale per payment: {d}"
+        );
+        sold += payments.len();
+    }
+    assert_eq!(sold, ops, "every operation applied once");
+    let mut keys: Vec<&str> = stored
+        .iter()
+        .flat_map(|d| d.get_array("payments").unwrap().iter())
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), ops, "no payment twice");
+}
+
+/// Without a policy, a call the kill cuts short ends promptly with a transient error, and
+/// the same call run again once the engine is back converges.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_policy_a_killed_call_ends_transient_and_a_rerun_converges() {
+    let n = docs_n();
+    let rig = rig("kills-nopolicy", 34).await;
+    let docs = corpus(n);
+    let posts = Collection::<Post>::open(&rig.via, "posts").await.unwrap();
+    let mut seen = Vec::new();
+    for (round, part) in rig.parts().into_iter().enumerate() {
+        let progress = Arc::new(AtomicU64::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        // One kill per round, at a different point each time.
+        let point = n as u64 * (round as u64 + 1) / (KILLS + 1);
+        let killer = tokio::spawn(killer(
+            (rig.engine.clone(), rig.proxy.clone()),
+            progress.clone(),
+            vec![point],
+            vec![part],
+            done.clone(),
+        ));
+        let start = Instant::now();
+        let p = progress.clone();
+        let r = posts
+            .upsert_many(&docs)
+            .batch_size(250)
+            .on_progress(move |r| p.store(r.processed(), Ordering::SeqCst))
+            .await;
+        let ended = start.elapsed();
+        done.store(true, Ordering::SeqCst);
+        let kills = killer.await.unwrap();
+        assert_eq!(kills.len(), 1, "round {round}: the kill landed mid-call");
+        let e = r.expect_err("a call without a policy does not outlive the kill");
+        assert!(e.is_transient(), "round {round}: {e}");
+        assert!(
+            ended < Duration::from_secs(30),
+            "round {round}: the call ended {ended:?} after it began, not promptly"
+        );
+        seen.push(format!("{part:?}: {} after {ended:.1?}", e.error.kind()));
+    }
+    // The engine is back: the same call, still without a policy, finishes the job.
+    let r = posts.upsert_many(&docs).await.unwrap();
+    assert_eq!(r.failures.len(), 0, "{r:?}");
+    assert_eq!(stored_posts(&rig.fresh().await).await, docs);
+    println!("KILLS without a policy: {n} posts; each call ended {seen:?}; the rerun converged");
+}

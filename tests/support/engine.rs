@@ -1,0 +1,123 @@
+//! An engine of a test's own, started by `scripts/db up --data DIR` (the engine of the pass:
+//! `NK_DB_ENGINE`), on a kept, durable data dir: killed (SIGKILL, a crash with writes in
+//! flight) and started again on the same data and address while clients keep their URI.
+//! Stopped and its files removed on drop.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Which process of the engine a kill takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// The process clients talk to: FerretDB (1.x with its embedded SQLite, or 2.x).
+    Front,
+    /// The storage under FerretDB 2: PostgreSQL's postmaster (its backends follow it).
+    Storage,
+}
+
+pub struct PrivateEngine {
+    state: PathBuf,
+    data: String,
+    pub uri: String,
+    port: String,
+}
+
+impl PrivateEngine {
+    pub fn start(name: &str) -> PrivateEngine {
+        let state = std::env::temp_dir().join(format!("nk-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&state);
+        let data = state.join("data").to_string_lossy().to_string();
+        let state_s = state.to_string_lossy().to_string();
+        let uri = super::db_up(&["--data", &data], &[("NK_DB_STATE", &state_s)]);
+        let port = uri
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap()
+            .to_string();
+        PrivateEngine {
+            state,
+            data,
+            uri,
+            port,
+        }
+    }
+
+    fn state(&self) -> String {
+        self.state.to_string_lossy().to_string()
+    }
+
+    /// Whether the engine has a storage process of its own to kill (FerretDB 2 on DocumentDB).
+    pub fn has_storage(&self) -> bool {
+        self.state.join("pg.pid").exists()
+    }
+
+    /// The pid of `part`.
+    pub fn pid(&self, part: Part) -> String {
+        let file = match part {
+            Part::Front => "pid",
+            Part::Storage => "pg.pid",
+        };
+        let pid = std::fs::read_to_string(self.state.join(file)).expect("the engine's pid");
+        pid.trim().to_string()
+    }
+
+    /// SIGKILLs `part` and waits until it is gone.
+    pub fn kill(&self, part: Part) {
+        let pid = self.pid(part);
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid])
+            .stderr(Stdio::null())
+            .status();
+        while alive(&pid) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Kills the front and clears the state files, so that [`restart`](Self::restart) starts
+    /// everything again. (`scripts/db down` sends SIGTERM, on which FerretDB 1.x closes its
+    /// listener but goes on serving open connections for 3 s: busy writers would barely
+    /// notice.)
+    pub fn kill_all(&self) {
+        self.kill(Part::Front);
+        super::db_down(&[("NK_DB_STATE", &self.state())]);
+    }
+
+    /// Whatever is down starts again on the same data dir and port (the other part of
+    /// FerretDB 2 on DocumentDB goes on running); clients holding the URI reconnect.
+    pub fn restart(&self) {
+        let uri = super::db_up(
+            &["--data", &self.data],
+            &[("NK_DB_STATE", &self.state()), ("NK_DB_PORT", &self.port)],
+        );
+        assert_eq!(uri, self.uri, "restarted on the same address");
+    }
+}
+
+/// Whether process `pid` runs: a killed process nobody reaped yet (a zombie) does not.
+fn alive(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
+        Err(_) => Command::new("kill")
+            .args(["-0", pid])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success()),
+    }
+}
+
+impl Drop for PrivateEngine {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/db"))
+            .arg("down")
+            .env("NK_DB_STATE", self.state())
+            .output();
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
