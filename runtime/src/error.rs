@@ -727,14 +727,16 @@ const NOT_RUN: [&str; 2] = ["RetryableError", "NoWritesPerformed"];
 /// The engine refused a command on `namespace` as busy, having run none of it: a throttle
 /// code ([`THROTTLE_CODES`]) or an overload error labelled not run; for a `read`, any
 /// overload error (a read that ran changed nothing). The [`Error::Throttled`] to wait on and,
-/// if the policy gives up, to report.
+/// if the policy gives up, to report. Only the engine's answer counts: the driver puts the same
+/// labels on a connection it could not open (one to a silent engine, say), which is a network
+/// error, transient, not the engine asking to wait.
 pub(crate) fn throttle(namespace: &str, e: &mongodb::error::Error, read: bool) -> Option<Error> {
-    let code = server_code(e);
-    let busy = code.is_some_and(|c| THROTTLE_CODES.contains(&c))
+    let code = server_code(e)?;
+    let busy = THROTTLE_CODES.contains(&code)
         || e.contains_label(OVERLOADED) && (read || NOT_RUN.iter().any(|l| e.contains_label(l)));
     busy.then(|| Error::Throttled {
         collection: namespace.to_string(),
-        code: code.unwrap_or_default(),
+        code,
         message: e.to_string(),
     })
 }

@@ -83,7 +83,9 @@ impl RetryPolicy {
         self
     }
 
-    /// No new attempt starts after this much time since the first one began.
+    /// The call ends within this much time since its first attempt began (a batch call: each
+    /// batch): no attempt starts after it, and one in progress is abandoned at it as
+    /// [`Error::Timeout`], so a call on an engine that stopped answering ends by then.
     pub fn deadline(mut self, deadline: Duration) -> Self {
         self.deadline = deadline;
         self
@@ -147,6 +149,7 @@ impl RetryPolicy {
             start: tokio::time::Instant::now(),
             attempt: 1,
             spent: false,
+            limit: self.attempt_timeout,
         }
     }
 
@@ -201,20 +204,29 @@ pub(crate) struct Attempts {
     attempt: u32,
     /// A throttled command used up the policy: no further attempt of the call.
     spent: bool,
+    /// The last [`attempt_timeout`](Attempts::attempt_timeout) handed out.
+    limit: Duration,
 }
 
 impl Attempts {
     /// One attempt, abandoned as [`Error::Timeout`] after the policy's attempt timeout.
     #[cfg(test)]
-    async fn timed<T>(&self, attempt: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
-        within(self.policy.attempt_timeout, attempt)
+    async fn timed<T>(
+        &mut self,
+        attempt: impl Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        within(self.attempt_timeout(), attempt)
             .await
             .map_err(|e| e.unwrap_or_else(|| self.timed_out()))
     }
 
-    /// How long one attempt may take.
-    pub(crate) fn attempt_timeout(&self) -> Duration {
-        self.policy.attempt_timeout
+    /// How long the attempt (or step) starting now may take: the policy's attempt timeout, or
+    /// what is left of its deadline when that is less — a call on an engine that stopped
+    /// answering ends at its deadline, not an attempt timeout past it.
+    pub(crate) fn attempt_timeout(&mut self) -> Duration {
+        let left = self.policy.deadline.saturating_sub(self.start.elapsed());
+        self.limit = self.policy.attempt_timeout.min(left);
+        self.limit
     }
 
     /// The error of an attempt abandoned after [`attempt_timeout`](Attempts::attempt_timeout).
@@ -222,7 +234,7 @@ impl Attempts {
         Error::Timeout {
             collection: self.collection.clone(),
             operation: self.operation,
-            after: self.policy.attempt_timeout,
+            after: self.limit,
         }
     }
 
@@ -450,6 +462,20 @@ mod tests {
         assert!(start.elapsed() < Duration::from_millis(100));
         // 20 + 40 = 60 ms of sleep fits, the next 80 ms would not: three attempts.
         assert_eq!(calls.get(), 3);
+    }
+
+    /// An engine that never answers: the call ends at its deadline, not an attempt timeout
+    /// past it. On tokio's paused clock.
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_engine_ends_the_call_at_its_deadline() {
+        let p = RetryPolicy::default()
+            .deadline(Duration::from_secs(5))
+            .attempt_timeout(Duration::from_secs(300));
+        let start = tokio::time::Instant::now();
+        let r: Result<(), _> = p.run("t", std::future::pending).await;
+        let took = start.elapsed();
+        assert!(matches!(r, Err(Error::Timeout { .. })), "{r:?}");
+        assert!(took <= Duration::from_secs(5), "{took:?}");
     }
 
     #[tokio::test]

@@ -68,13 +68,41 @@ impl PrivateEngine {
     /// SIGKILLs `part` and waits until it is gone.
     pub fn kill(&self, part: Part) {
         let pid = self.pid(part);
-        let _ = Command::new("kill")
-            .args(["-KILL", &pid])
-            .stderr(Stdio::null())
-            .status();
+        signal("-KILL", &pid);
         while alive(&pid) {
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// Pauses `part` (SIGSTOP): its connections stay open and nothing is answered, as with a
+    /// stalled process or a black-holed network. The storage is PostgreSQL's postmaster and
+    /// every backend it forked (each serves a connection of FerretDB's pool).
+    pub fn pause(&self, part: Part) {
+        for pid in self.processes(part) {
+            signal("-STOP", &pid);
+        }
+    }
+
+    /// Lets a paused `part` go on (SIGCONT).
+    pub fn resume(&self, part: Part) {
+        for pid in self.processes(part).into_iter().rev() {
+            signal("-CONT", &pid);
+        }
+    }
+
+    /// `part`'s process, then (for the storage) its children.
+    fn processes(&self, part: Part) -> Vec<String> {
+        let pid = self.pid(part);
+        let mut all = vec![pid.clone()];
+        if part == Part::Storage {
+            let children = Command::new("ps")
+                .args(["-o", "pid=", "--ppid", &pid])
+                .output()
+                .expect("ps lists the postmaster's backends");
+            let children = String::from_utf8_lossy(&children.stdout).to_string();
+            all.extend(children.split_whitespace().map(str::to_string));
+        }
+        all
     }
 
     /// Kills the front and clears the state files, so that [`restart`](Self::restart) starts
@@ -95,6 +123,13 @@ impl PrivateEngine {
         );
         assert_eq!(uri, self.uri, "restarted on the same address");
     }
+}
+
+fn signal(signal: &str, pid: &str) {
+    let _ = Command::new("kill")
+        .args([signal, pid])
+        .stderr(Stdio::null())
+        .status();
 }
 
 /// Whether process `pid` runs: a killed process nobody reaped yet (a zombie) does not.

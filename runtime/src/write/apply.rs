@@ -173,11 +173,11 @@ pub(crate) async fn apply(
     let mut rounds = 0;
     // Whether an attempt of this call may have been applied without its reply saying so.
     let mut landed = false;
-    let limit = tries.attempt_timeout();
     let key = shard_key(target, id, tries, session.as_deref_mut()).await?;
     let key = key.as_ref();
     loop {
         let started = Instant::now();
+        let limit = tries.attempt_timeout();
         let sending = send_statement(target, id, key, update, tries, session.as_deref_mut());
         let sent = match within(limit, sending).await {
             Ok(sent) => sent,
@@ -198,6 +198,7 @@ pub(crate) async fn apply(
             // that a copy that dropped our change is seen, and the change sent again.
             tokio::time::sleep(started.elapsed()).await;
         }
+        let limit = tries.attempt_timeout();
         let record = match within(limit, read(target, id, tries, session.as_deref_mut())).await {
             Ok(record) => record,
             Err(e) => {
@@ -221,6 +222,7 @@ pub(crate) async fn apply(
                 // Its reply can be lost like the statement's: retried under the policy. Sent
                 // again, a prune that did apply misses (the record is no longer as read), and
                 // the next round reads again either way.
+                let limit = tries.attempt_timeout();
                 let pruned = prune(target, id, key, &record, cut, session.as_deref_mut());
                 if let Err(e) = within(limit, pruned).await {
                     tries.failed_or_timed_out(e).await?;

@@ -1,13 +1,15 @@
 //! The engine itself fails (issue #36): SIGKILLed in the middle of a call — the front
 //! (FerretDB) and, on FerretDB 2 / DocumentDB, PostgreSQL under it — and started again on the
-//! same data dir and address while the call is still retrying. Each engine is the test's own
+//! same data dir and address while the call is still retrying; or silent (SIGSTOP: its
+//! connections open, nothing answered), for good or for a while. Each engine is the test's own
 //! (`support::engine`, the pass's `NK_DB_ENGINE`), reached through a proxy that only watches:
 //! a kill goes out while a write command is on the engine.
 //!
 //! With a `RetryPolicy` whose deadline covers the outage, every call ends `Ok` with exact
 //! outcomes, and the stored data is exactly the input: every document once, every edit stored,
 //! every relative operation applied once. Without one, the call ends promptly with a transient
-//! error, and running it again converges. Three kills per call, at different points.
+//! error, and running it again converges. Three kills per call, at different points. A silent
+//! engine ends a call at its policy's deadline (without one, `RetryPolicy::none()`'s 60 s).
 //!
 //! Size: `NK_KILL_DOCS` documents (default 3,000; docs/reliability.md reports 10,000) and
 //! `NK_KILL_OPS` relative operations (default 300). Each test prints one `KILLS` line.
@@ -63,6 +65,10 @@ struct Item {
 const KILLS: u64 = 3;
 /// How long the engine stays down after a kill before it is started again.
 const DOWN: Duration = Duration::from_millis(1000);
+
+/// What may pass between a deadline and the error it causes: the driver dropping what was in
+/// flight, a busy machine. A bound on hanging, not a speed goal.
+const SLACK: Duration = Duration::from_secs(10);
 
 fn docs_n() -> usize {
     support::env_or("NK_KILL_DOCS", 3_000usize)
@@ -458,4 +464,96 @@ async fn without_a_policy_a_killed_call_ends_transient_and_a_rerun_converges() {
     assert_eq!(r.failures.len(), 0, "{r:?}");
     assert_eq!(stored_posts(&rig.fresh().await).await, docs);
     println!("KILLS without a policy: {n} posts; each call ended {seen:?}; the rerun converged");
+}
+
+/// A silent engine (SIGSTOP): a call with a policy ends at its deadline, and one without at
+/// `RetryPolicy::none()`'s (60 s), each with a transient error and however much it wrote; once
+/// the engine answers again, the same call converges. A pause shorter than the deadline, in the
+/// middle of a call, is ridden out.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_silent_engine_ends_a_call_at_its_deadline_and_a_pause_is_ridden_out() {
+    let n = docs_n();
+    let rig = rig("silent", 35).await;
+    let mut docs = corpus(n);
+    let posts = Collection::<Post>::open(&rig.via, "posts").await.unwrap();
+    let (first, second) = match rig.engine.has_storage() {
+        true => (Part::Front, Part::Storage),
+        false => (Part::Front, Part::Front),
+    };
+    let mut seen = Vec::new();
+    for (part, policy, deadline) in [
+        (
+            first,
+            RetryPolicy::default().deadline(Duration::from_secs(5)),
+            5,
+        ),
+        (second, RetryPolicy::none(), 60),
+    ] {
+        rig.engine.pause(part);
+        let start = Instant::now();
+        let r = posts.upsert_many(&docs).retry(policy).await;
+        let took = start.elapsed();
+        rig.engine.resume(part);
+        let e = r.expect_err("nothing is answered");
+        assert!(e.is_transient(), "{part:?}: {e}");
+        // Silence is no engine asking to wait: the driver labels a connection it could not
+        // open `SystemOverloadedError`, which is not a throttle.
+        assert!(
+            ["timeout", "transient"].contains(&e.error.kind()),
+            "{part:?}: {:?}",
+            e.error
+        );
+        assert!(
+            took <= Duration::from_secs(deadline) + SLACK,
+            "{part:?}: the call ended {took:?} after it began, past its {deadline} s deadline"
+        );
+        seen.push(format!(
+            "{part:?} silent: {} after {took:.1?}",
+            e.error.kind()
+        ));
+    }
+    let r = posts
+        .upsert_many(&docs)
+        .retry(RetryPolicy::default())
+        .await
+        .unwrap();
+    assert_eq!(r.failures.len(), 0, "{r:?}");
+    assert_eq!(stored_posts(&rig.fresh().await).await, docs);
+
+    // Silent for 2 s in the middle of a call whose deadline covers it.
+    for p in docs.iter_mut().step_by(10) {
+        p.body.push_str(" (edited)");
+    }
+    let progress = Arc::new(AtomicU64::new(0));
+    let (engine, watched) = (rig.engine.clone(), progress.clone());
+    let pauser = tokio::spawn(async move {
+        while watched.load(Ordering::SeqCst) < n as u64 / 2 {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        engine.pause(second);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        engine.resume(second);
+    });
+    let start = Instant::now();
+    let p = progress.clone();
+    let r = posts
+        .upsert_many(&docs)
+        .batch_size(250)
+        .retry(RetryPolicy::default())
+        .on_progress(move |r| p.store(r.processed(), Ordering::SeqCst))
+        .await;
+    let took = start.elapsed();
+    pauser.await.unwrap();
+    let r = r.unwrap();
+    assert_eq!(
+        (r.updated, r.failures.len()),
+        (n.div_ceil(10) as u64, 0),
+        "{r:?}"
+    );
+    assert!(
+        took >= Duration::from_secs(2),
+        "the pause was inside the call: {took:?}"
+    );
+    assert_eq!(stored_posts(&rig.fresh().await).await, docs);
+    println!("KILLS silent: {n} posts; {seen:?}; paused 2 s mid-call, finished in {took:.1?}");
 }
