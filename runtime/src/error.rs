@@ -673,6 +673,7 @@ const TRANSIENT_CODES: &[i32] = &[
     PG_SERIALIZATION_FAILURE,
     50,
     11601,
+    CURSOR_NOT_FOUND,
 ];
 
 /// A PostgreSQL SQLSTATE as DocumentDB passes it through as an error code: PostgreSQL's own
@@ -778,6 +779,10 @@ fn engine_failed(e: &mongodb::error::Error) -> bool {
         ENGINE_FAILURES.iter().any(|m| message.contains(m))
     }
 }
+
+/// CursorNotFound: the engine dropped a cursor (restarted, timed it out). The read is done
+/// again: from its start for a guard read, from the last `_id` handed out for a scan.
+pub(crate) const CURSOR_NOT_FOUND: i32 = 43;
 
 /// A duplicate key, in a write error or as a command's refusal.
 pub(crate) const DUPLICATE_KEY_CODE: i32 = 11000;

@@ -258,14 +258,15 @@ impl Attempts {
         Ok(())
     }
 
-    /// After the engine refused one command as busy ([`Error::Throttled`]) for the `streak`th
-    /// time in a row: `Ok(())` once its wait has been slept and the same command may be sent
-    /// again, where it failed, inside the current attempt. The budget is the policy's
+    /// After the engine refused one command as busy ([`Error::Throttled`]), or dropped the
+    /// cursor of a read, for the `streak`th time in a row: `Ok(())` once the wait has been
+    /// slept and the same command (the read) may be sent again, where it failed, inside the
+    /// current attempt. The budget is the policy's
     /// attempts counted per command, not per call: a call that keeps making progress on a
     /// throttled engine is bounded by the deadline alone. The error when this command has
     /// used up the attempts or the wait would pass the deadline; the call is then spent, and
     /// [`failed`](Attempts::failed) starts no new attempt.
-    pub(crate) async fn throttled(&mut self, err: Error, streak: u32) -> Result<(), Error> {
+    pub(crate) async fn resend(&mut self, err: Error, streak: u32) -> Result<(), Error> {
         if streak >= self.policy.max_attempts {
             self.spent = true;
             return Err(err);
@@ -364,11 +365,11 @@ mod tests {
         let mut tries = RetryPolicy::default().max_attempts(3).begin("t", "db.c");
         for _ in 0..100 {
             // A hundred commands, each throttled twice and then answered: progress.
-            tries.throttled(throttled(), 1).await.unwrap();
-            tries.throttled(throttled(), 2).await.unwrap();
+            tries.resend(throttled(), 1).await.unwrap();
+            tries.resend(throttled(), 2).await.unwrap();
         }
         assert!(!tries.is_retry(), "no attempt was spent");
-        let e = tries.throttled(throttled(), 3).await.unwrap_err();
+        let e = tries.resend(throttled(), 3).await.unwrap_err();
         assert_eq!(e.kind(), "throttled");
         let e = tries.failed(transient()).await.unwrap_err();
         assert_eq!(e.kind(), "contention", "the call is spent: no new attempt");
@@ -386,10 +387,10 @@ mod tests {
             .deadline(Duration::from_millis(1000))
             .jitter(false)
             .begin("t", "db.c");
-        tries.throttled(throttled(), 1).await.unwrap();
-        tries.throttled(throttled(), 1).await.unwrap();
+        tries.resend(throttled(), 1).await.unwrap();
+        tries.resend(throttled(), 1).await.unwrap();
         assert!(
-            tries.throttled(throttled(), 1).await.is_err(),
+            tries.resend(throttled(), 1).await.is_err(),
             "1,200 ms > 1 s"
         );
     }

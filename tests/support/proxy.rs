@@ -130,6 +130,9 @@ pub struct Engine {
     /// Forward a write command, let it apply, and answer 463 with `SystemOverloadedError`
     /// alone (which "does not mean that the operation can be safely retried").
     pub overload_after_apply: f64,
+    /// Answer every `n`th `getMore` (0: none) with 43 `CursorNotFound`, as an engine that
+    /// dropped the cursor (restarted, timed it out) does; never forwarded.
+    pub lose_every_nth_get_more: u64,
     /// The `RetryAfterMs` a throttle names.
     pub retry_after_ms: u64,
     /// Answer `hello` with 59 `CommandNotFound` and take `helloOk` out of `isMaster` replies.
@@ -197,6 +200,8 @@ pub struct Stats {
     pub throttled_statements: u64,
     /// Engine mode: `find` and `getMore` commands refused with 16500.
     pub throttled_reads: u64,
+    /// Engine mode: `getMore` commands answered `CursorNotFound`.
+    pub cursors_lost: u64,
     /// Engine mode: commands refused as overloaded (463, nothing written).
     pub overloaded: u64,
     /// Engine mode: write commands applied and answered 463 `SystemOverloadedError`.
@@ -299,6 +304,22 @@ impl Shared {
             + engine.overload_after_apply;
         let spent =
             engine.at_most > 0 && self.stats.lock().unwrap().engine_actions >= engine.at_most;
+        if name == "getMore" && engine.lose_every_nth_get_more > 0 && !spent {
+            let nth = self.stats.lock().unwrap().count("getMore");
+            if nth % engine.lose_every_nth_get_more == 0 {
+                self.bump(|s| {
+                    s.engine_actions += 1;
+                    s.cursors_lost += 1;
+                });
+                let reply = doc! {
+                    "ok": 0.0,
+                    "errmsg": "cursor id 1 not found",
+                    "code": 43,
+                    "codeName": "CursorNotFound",
+                };
+                return (Rewrite::Answered, Some(reply_to(msg, &reply)));
+            }
+        }
         let reads = engine.throttle_reads + engine.overload;
         if matches!(name, "find" | "getMore") && reads > 0.0 && !spent {
             let u = unit(splitmix64(&mut self.rng.lock().unwrap()));

@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::{encode, parse, Session, Target};
-use crate::error::{classify, throttle, Error};
+use crate::error::{classify, server_code, throttle, Error, CURSOR_NOT_FOUND};
 use crate::names::{HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
 use crate::retry::Attempts;
 
@@ -61,7 +61,9 @@ pub(crate) async fn find<T: DeserializeOwned>(
     tries: &mut Attempts,
     session: Session<'_>,
 ) -> Result<Vec<T>, Error> {
-    cursor(target, command(target, filter, fields), tries, session).await
+    let mut cmd = command(target, filter, fields);
+    cmd.append("batchSize", WHOLE);
+    cursor(target, cmd, tries, session).await
 }
 
 /// At most `limit` documents matching `filter`, with only `fields` projected.
@@ -75,8 +77,15 @@ pub(crate) async fn find_limited<T: DeserializeOwned>(
 ) -> Result<Vec<T>, Error> {
     let mut cmd = command(target, filter, Some(fields));
     cmd.append("limit", limit);
+    cmd.append("batchSize", WHOLE);
     cursor(target, cmd, tries, session).await
 }
+
+/// The batch size of a read natural-key keeps whole (a guard read, say): all of it in the
+/// first reply, up to the engine's 16 MiB, rather than the default 101 documents and then a
+/// `getMore` per batch (FerretDB 1.x's `getMore` batches are 101 documents too). Fewer round
+/// trips, and fewer cursors for an engine to drop mid-read.
+const WHOLE: i64 = 1_000_000;
 
 /// A `find` of `filter`, with only `fields` projected (`None`: whole documents): every read
 /// natural-key sends starts here.
@@ -120,8 +129,9 @@ pub(crate) async fn is_empty(
 ///
 /// A command the engine refuses as busy (`error::THROTTLE_CODES`) is sent again where it
 /// failed — the same `find`, the same `getMore` on its cursor — after the wait it names, within
-/// `tries` ([`Attempts::throttled`]): the read goes on, and a large one finishes on an engine
-/// that refuses some of its commands.
+/// `tries` ([`Attempts::resend`]): the read goes on, and a large one finishes on an engine
+/// that refuses some of its commands. A cursor the engine drops (CursorNotFound) is read
+/// again from the start, within the same budget.
 pub(crate) async fn cursor<T: DeserializeOwned>(
     target: &Target,
     cmd: RawDocumentBuf,
@@ -146,18 +156,29 @@ async fn read_to_end<T: DeserializeOwned>(
     tries: &mut Attempts,
     mut session: Session<'_>,
 ) -> Result<Vec<T>, Error> {
-    let reply = send(target, &cmd, tries, session.as_deref_mut()).await?;
-    let reply: CursorReply<T> = parse(reply, "cursor").map_err(classify)?;
-    let (mut id, mut out) = (reply.cursor.id, reply.cursor.batch);
-    while id != 0 {
-        let more = encode(&doc! { "getMore": id, "collection": target.name.as_str() })
-            .map_err(classify)?;
-        let reply = send(target, &more, tries, session.as_deref_mut()).await?;
-        let reply: CursorReply<T> = parse(reply, "getMore").map_err(classify)?;
-        id = reply.cursor.id;
-        out.extend(reply.cursor.batch);
+    // Cursors the engine dropped in a row: the read starts over, without what it had read.
+    let mut dropped = 0;
+    'read: loop {
+        let reply = send(target, &cmd, tries, session.as_deref_mut()).await?;
+        let reply: CursorReply<T> = parse(reply, "cursor").map_err(classify)?;
+        let (mut id, mut out) = (reply.cursor.id, reply.cursor.batch);
+        while id != 0 {
+            let more = encode(&doc! { "getMore": id, "collection": target.name.as_str() })
+                .map_err(classify)?;
+            let reply = match send(target, &more, tries, session.as_deref_mut()).await {
+                Err(Error::Transient(e)) if server_code(&e) == Some(CURSOR_NOT_FOUND) => {
+                    dropped += 1;
+                    tries.resend(Error::Transient(e), dropped).await?;
+                    continue 'read;
+                }
+                reply => reply?,
+            };
+            let reply: CursorReply<T> = parse(reply, "getMore").map_err(classify)?;
+            id = reply.cursor.id;
+            out.extend(reply.cursor.batch);
+        }
+        return Ok(out);
     }
-    Ok(out)
 }
 
 /// One command of a read, sent until it is answered: again after each throttle, as long as
@@ -175,7 +196,7 @@ async fn send(
             Err(e) => match throttle(&target.namespace, &e, true) {
                 Some(busy) => {
                     streak += 1;
-                    tries.throttled(busy, streak).await?;
+                    tries.resend(busy, streak).await?;
                 }
                 None => return Err(classify(e)),
             },
@@ -184,11 +205,29 @@ async fn send(
 }
 
 /// A streaming read of a whole result through the driver's cursor (`find`, then `getMore` as
-/// batches run out), to the primary: documents are handed out raw, as the server sent them,
-/// so memory holds the driver's current batch and the caller's, never the result.
+/// batches run out), to the primary, in `_id` order: documents are handed out raw, as the
+/// server sent them, so memory holds the driver's current batch and the caller's, never the
+/// result.
+///
+/// A cursor the engine drops (CursorNotFound: an engine restarted, an idle timeout) is read
+/// on from where it was: the scan opens again after the last `_id` it handed out, so no
+/// document is skipped or handed out twice. `_id` order costs nothing on the engines measured
+/// (100,000 documents: 0.7 s sorted against 2.1 s unsorted on FerretDB 2 / DocumentDB, which
+/// reads it off the primary key; the same either way on FerretDB 1.24).
 pub(crate) struct Scan {
+    target: Target,
+    filter: RawDocumentBuf,
+    fields: Option<Vec<String>>,
+    batch_size: u32,
     cursor: mongodb::Cursor<bson::Document>,
+    /// The `_id` of the last document handed out.
+    last: Option<Bson>,
+    /// Cursors dropped in a row, with no document read in between.
+    dropped: u32,
 }
+
+/// Cursors dropped in a row before a scan gives up: an engine that drops every cursor.
+const MAX_DROPPED: u32 = 10;
 
 impl Scan {
     /// `filter`, with only `fields` projected (`None`: whole documents), `batch_size`
@@ -199,16 +238,38 @@ impl Scan {
         fields: Option<&[&str]>,
         batch_size: usize,
     ) -> Result<Self, mongodb::error::Error> {
-        let mut cmd = command(target, filter, fields);
         let batch_size = u32::try_from(batch_size.max(1)).unwrap_or(u32::MAX);
+        let fields: Option<Vec<String>> = fields.map(|f| f.iter().map(|f| f.to_string()).collect());
+        let cursor = Self::cursor(target, filter.clone(), fields.as_deref(), batch_size).await?;
+        Ok(Scan {
+            target: target.clone(),
+            filter,
+            fields,
+            batch_size,
+            cursor,
+            last: None,
+            dropped: 0,
+        })
+    }
+
+    async fn cursor(
+        target: &Target,
+        filter: RawDocumentBuf,
+        fields: Option<&[String]>,
+        batch_size: u32,
+    ) -> Result<mongodb::Cursor<bson::Document>, mongodb::error::Error> {
+        let fields: Option<Vec<&str>> = fields.map(|f| f.iter().map(String::as_str).collect());
+        let mut cmd = command(target, filter, fields.as_deref());
+        let mut sort = RawDocumentBuf::new();
+        sort.append("_id", 1);
+        cmd.append("sort", sort);
         cmd.append("batchSize", i64::from(batch_size));
-        let cursor = target
+        target
             .db
             .run_raw_cursor_command(cmd)
             .selection_criteria(super::primary())
             .batch_size(batch_size)
-            .await?;
-        Ok(Scan { cursor })
+            .await
     }
 
     /// Up to `n` more documents; empty at the end.
@@ -217,9 +278,92 @@ impl Scan {
         n: usize,
     ) -> Result<Vec<RawDocumentBuf>, mongodb::error::Error> {
         let mut out = Vec::new();
-        while out.len() < n && self.cursor.advance().await? {
-            out.push(self.cursor.current().to_raw_document_buf());
+        while out.len() < n {
+            match self.cursor.advance().await {
+                Ok(true) => {
+                    let doc = self.cursor.current().to_raw_document_buf();
+                    self.last = doc
+                        .get("_id")
+                        .ok()
+                        .flatten()
+                        .and_then(|id| id.to_raw_bson().try_into().ok());
+                    self.dropped = 0;
+                    out.push(doc);
+                }
+                Ok(false) => break,
+                Err(e)
+                    if server_code(&e) == Some(CURSOR_NOT_FOUND) && self.dropped < MAX_DROPPED =>
+                {
+                    self.dropped += 1;
+                    let Some(filter) = self.after_last()? else {
+                        return Err(e);
+                    };
+                    self.cursor = Self::cursor(
+                        &self.target,
+                        filter,
+                        self.fields.as_deref(),
+                        self.batch_size,
+                    )
+                    .await?;
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(out)
     }
+
+    /// The scan's filter, narrowed to what sorts after the last `_id` handed out: greater
+    /// within its type (the engine compares within one type only), or of a type that sorts
+    /// later. `None` for an `_id` of a type outside those the engines name alike.
+    fn after_last(&self) -> Result<Option<RawDocumentBuf>, mongodb::error::Error> {
+        let Some(last) = &self.last else {
+            return Ok(Some(self.filter.clone()));
+        };
+        let Some(later) = types_after(last) else {
+            return Ok(None);
+        };
+        let after = doc! {"$or": [
+            {"_id": {"$gt": last.clone()}},
+            {"_id": {"$type": later}},
+        ]};
+        let mut and = bson::RawArrayBuf::new();
+        and.push(self.filter.clone());
+        and.push(encode(&after)?);
+        let mut filter = RawDocumentBuf::new();
+        filter.append("$and", and);
+        Ok(Some(filter))
+    }
+}
+
+/// The `$type` names of the types that sort after `id`'s, in MongoDB's comparison order (null,
+/// numbers, strings, objects, binary data, ObjectId, booleans, dates, timestamps, regular
+/// expressions), as FerretDB 1.24 and 2.5 and mongo-java-server all name them; `None` for a
+/// type outside that list.
+fn types_after(id: &Bson) -> Option<Vec<&'static str>> {
+    const ORDER: [&str; 10] = [
+        "null",
+        "number",
+        "string",
+        "object",
+        "binData",
+        "objectId",
+        "bool",
+        "date",
+        "timestamp",
+        "regex",
+    ];
+    let at = match id {
+        Bson::Null => 0,
+        Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_) | Bson::Decimal128(_) => 1,
+        Bson::String(_) => 2,
+        Bson::Document(_) => 3,
+        Bson::Binary(_) => 4,
+        Bson::ObjectId(_) => 5,
+        Bson::Boolean(_) => 6,
+        Bson::DateTime(_) => 7,
+        Bson::Timestamp(_) => 8,
+        Bson::RegularExpression(_) => 9,
+        _ => return None,
+    };
+    Some(ORDER[at + 1..].to_vec())
 }

@@ -97,7 +97,7 @@ pub(crate) async fn send<D: ToEmbedded>(
         }
         if let Some(error) = throttle {
             streak = if progress { 1 } else { streak + 1 };
-            tries.throttled(error, streak).await?;
+            tries.resend(error, streak).await?;
         }
         queue = again;
     }
