@@ -306,7 +306,7 @@ impl Shared {
             engine.at_most > 0 && self.stats.lock().unwrap().engine_actions >= engine.at_most;
         if name == "getMore" && engine.lose_every_nth_get_more > 0 && !spent {
             let nth = self.stats.lock().unwrap().count("getMore");
-            if nth % engine.lose_every_nth_get_more == 0 {
+            if nth.is_multiple_of(engine.lose_every_nth_get_more) {
                 self.bump(|s| {
                     s.engine_actions += 1;
                     s.cursors_lost += 1;
