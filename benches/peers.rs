@@ -9,7 +9,12 @@
 //!   differs), one at a time and eight in flight;
 //! * `blind`: unordered bulk upserts that replace by `_id` (the Kafka sink's write model: no
 //!   guard, no skip), 1,000 statements per `update` command (on FerretDB 1.x 16, its safe
-//!   count: 100 or more statements that match stored documents never return there).
+//!   count: 100 or more statements that match stored documents never return there);
+//! * `floor`: what each phase cannot do without, by hand, into a collection with natural-key's
+//!   indexes — first ingest: an unordered `insert` of the documents as natural-key stores them
+//!   (fields, `_id`, `_nk_identity`, `_nk_hash`, `_nk_write`); unchanged: one indexed read of
+//!   every identity (`$in`, the guard's projection, the whole result in one batch); 1%
+//!   changed: that read, then one `update` of the changed documents by `_id` (`$set`).
 //!
 //! Every phase is verified (exactly N documents stored, the edits stored), never timed against
 //! a bound. Peers run in a rotating order per repetition, so load drift spreads over all of
@@ -18,7 +23,7 @@
 //!
 //! Run: `cargo bench --bench peers`. Environment: `NK_PEERS_DOCS` (default 10,000),
 //! `NK_PEERS_REPS` (default 3), `NK_PEERS_BUDGET_S` (per phase, default 120),
-//! `NK_PEERS` (default `nk,recipe-1,recipe-8,blind`), `NK_PEERS_BLIND_PER_COMMAND`,
+//! `NK_PEERS` (default `nk,recipe-1,recipe-8,blind,floor`), `NK_PEERS_BLIND_PER_COMMAND`,
 //! `NK_PEERS_NK_BATCH` (`upsert_many`'s batch size, default the library's),
 //! `MONGODB_URI` (else `scripts/db up`). Under `cargo test --benches`: 60 posts, once.
 
@@ -74,6 +79,8 @@ enum Peer {
     NaturalKey(Option<usize>, bool),
     Recipe(usize),
     Blind(usize),
+    /// With the `update` statements per command (FerretDB 1.x: 16).
+    Floor(usize),
 }
 
 impl Peer {
@@ -83,11 +90,12 @@ impl Peer {
             Peer::NaturalKey(_, false) => "nk-in".into(),
             Peer::Recipe(k) => format!("recipe-{k}"),
             Peer::Blind(_) => "blind".into(),
+            Peer::Floor(_) => "floor".into(),
         }
     }
 
-    /// One phase: `docs` written the peer's way into `db.posts`.
-    async fn write(self, db: &Database, docs: &[Post]) {
+    /// One phase (`phase`, of [`PHASES`]): `docs` written the peer's way into `db.posts`.
+    async fn write(self, db: &Database, docs: &[Post], phase: usize) {
         match self {
             Peer::NaturalKey(batch, spans) => {
                 let detected = Deployment::detect(db.client()).await.unwrap();
@@ -108,6 +116,70 @@ impl Peer {
                 support::recipe::run(&raw, docs, in_flight).await;
             }
             Peer::Blind(per_command) => blind(db, docs, per_command).await,
+            Peer::Floor(per_command) => floor(db, docs, phase, per_command).await,
+        }
+    }
+}
+
+/// The floor of `phase` for `docs` (see the module's docs). The 1% phase's changed documents
+/// are the hundredth ones, as `one_percent_changed` edits them.
+async fn floor(db: &Database, docs: &[Post], phase: usize, per_command: usize) {
+    let raw = db.collection::<Document>("posts");
+    if phase == 0 {
+        let token = natural_key::Ulid::new().to_string();
+        let stored: Vec<Document> = docs
+            .iter()
+            .map(|p| {
+                let mut d = doc! { "_id": p.id().unwrap().to_string() };
+                d.extend(bson::to_document(p).unwrap());
+                d.insert("_nk_identity", p.identity().unwrap().to_string());
+                d.insert("_nk_hash", p.content_hash().unwrap().to_string());
+                d.insert("_nk_write", &token);
+                d
+            })
+            .collect();
+        raw.insert_many(stored).ordered(false).await.unwrap();
+        return;
+    }
+    let identities: Vec<String> = docs
+        .iter()
+        .map(|p| p.identity().unwrap().to_string())
+        .collect();
+    let mut read = 0;
+    // At most 100,000 identities (6.5 MB) per command, within the 16 MiB a command may hold.
+    for part in identities.chunks(100_000) {
+        let mut cursor = raw
+            .find(doc! { "_nk_identity": { "$in": part } })
+            .projection(doc! { "_id": 1, "_nk_identity": 1, "_nk_hash": 1, "_nk_write": 1 })
+            .batch_size(1_000_000)
+            .await
+            .unwrap();
+        while let Some(d) = cursor.next().await {
+            d.unwrap();
+            read += 1;
+        }
+    }
+    assert_eq!(read, docs.len(), "the floor's read found every identity");
+    if phase == 2 {
+        let changed: Vec<&Post> = docs.iter().step_by(100).collect();
+        for chunk in changed.chunks(per_command) {
+            let statements: Vec<Bson> = chunk
+                .iter()
+                .map(|p| {
+                    let mut set = bson::to_document(p).unwrap();
+                    set.insert("_nk_hash", p.content_hash().unwrap().to_string());
+                    Bson::Document(doc! {
+                        "q": { "_id": p.id().unwrap().to_string() },
+                        "u": { "$set": set },
+                        "multi": false,
+                    })
+                })
+                .collect();
+            let reply = db
+                .run_command(doc! { "update": "posts", "updates": statements, "ordered": false })
+                .await
+                .unwrap();
+            assert!(!reply.contains_key("writeErrors"), "{reply}");
         }
     }
 }
@@ -184,7 +256,8 @@ async fn main() {
         "NK_PEERS_BLIND_PER_COMMAND",
         if ferretdb { 16 } else { 1000 },
     );
-    let wanted = std::env::var("NK_PEERS").unwrap_or_else(|_| "nk,recipe-1,recipe-8,blind".into());
+    let wanted =
+        std::env::var("NK_PEERS").unwrap_or_else(|_| "nk,recipe-1,recipe-8,blind,floor".into());
     let peers: Vec<Peer> = wanted
         .split(',')
         .map(|w| match w.trim() {
@@ -193,6 +266,7 @@ async fn main() {
             "recipe-1" => Peer::Recipe(1),
             "recipe-8" => Peer::Recipe(8),
             "blind" => Peer::Blind(per_command),
+            "floor" => Peer::Floor(per_command),
             other => panic!("NK_PEERS: unknown peer {other:?}"),
         })
         .collect();
@@ -222,13 +296,13 @@ async fn main() {
             }
             let db = db_of(&label, rep);
             db.drop().await.unwrap();
-            if matches!(peer, Peer::NaturalKey(..)) {
+            if matches!(peer, Peer::NaturalKey(..) | Peer::Floor(_)) {
                 Collection::<Post>::open(&db, "posts").await.unwrap();
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
             for (phase, docs) in inputs.iter().enumerate() {
                 let start = Instant::now();
-                if tokio::time::timeout(budget, peer.write(&db, docs))
+                if tokio::time::timeout(budget, peer.write(&db, docs, phase))
                     .await
                     .is_err()
                 {

@@ -99,15 +99,16 @@ async fn concurrent_reingests_read_each_cursor_in_the_session_that_opened_it() {
     let wire = Arc::new(Mutex::new(Wire::default()));
     let client = recording_client(&support::uri(), wire.clone()).await;
     let db = client.database(db.name());
-    // Guard reads of all of a writer's posts at once, by identity: more than a first batch
-    // (101 documents), so every read needs `getMore`s, whatever the engine's read costs
-    // would make the handle choose.
+    // Guard reads of all of a writer's posts at once, by identity, in replies of 50 documents
+    // (by default a read asks for its whole result at once): every read needs `getMore`s,
+    // whatever the engine's read costs would make the handle choose.
     let deployment = natural_key::Deployment::detect(db.client()).await.unwrap();
     let limits = deployment.limits();
     let deployment = deployment.with_limits(natural_key::Limits {
         min_read_identities: n as usize,
         max_read_identities: n as usize,
         span_reads: false,
+        read_batch: 50,
         ..limits
     });
     let posts = Collection::new(db.collection::<Post>("posts"))

@@ -85,6 +85,12 @@ pub struct Limits {
     /// against the whole list, the span is; where the collection holds many other documents
     /// between a batch's ids, it is not. `false` reads by identity only.
     pub span_reads: bool,
+    /// Most documents in one reply to a read natural-key keeps whole (a guard read; the
+    /// `find`'s `batchSize`). By default the whole result comes in the first reply, up to the
+    /// engine's 16 MiB, rather than 101 documents and then a `getMore` per batch (FerretDB
+    /// 1.x's `getMore` batches are 101 documents too): fewer round trips, and fewer cursors
+    /// for an engine to drop mid-read.
+    pub read_batch: usize,
 }
 
 pub(crate) const MIB: usize = 1024 * 1024;
@@ -102,6 +108,7 @@ impl Limits {
         max_read_identities: 4096,
         min_read_identities: 16,
         span_reads: true,
+        read_batch: WHOLE_READ,
     };
 
     /// MongoDB's own: half the 16 MiB command limit for the payload, 10,000 statements
@@ -114,8 +121,12 @@ impl Limits {
         max_read_identities: 4096,
         min_read_identities: 16,
         span_reads: true,
+        read_batch: WHOLE_READ,
     };
 }
+
+/// [`Limits::read_batch`]'s default: more documents than a 16 MiB reply holds.
+const WHOLE_READ: usize = 1_000_000;
 
 /// What a connection is connected to: engine, limits, whether it is a sharded cluster.
 /// [`Collection::open`](crate::Collection::open) detects it once (`hello`, `buildInfo`); open

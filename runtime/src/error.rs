@@ -936,6 +936,24 @@ mod tests {
         assert!(!classify(command_error(2, "BadValue")).is_transient());
     }
 
+    /// An engine restarting, stepping down or shutting down under a command (the retryable
+    /// writes specification's codes): transient, and a write cut short so is sent again only
+    /// after the next attempt's read has decided it.
+    #[test]
+    fn failover_and_shutdown_codes_are_transient() {
+        for (code, name) in [
+            (10107, "NotWritablePrimary"),
+            (13435, "NotPrimaryNoSecondaryOk"),
+            (11602, "InterruptedDueToReplStateChange"),
+            (189, "PrimarySteppedDown"),
+            (91, "ShutdownInProgress"),
+            (11600, "InterruptedAtShutdown"),
+            (CURSOR_NOT_FOUND, "CursorNotFound"),
+        ] {
+            assert!(classify(command_error(code, name)).is_transient(), "{name}");
+        }
+    }
+
     /// Amazon DocumentDB 8.0 (developer guide, "Error codes"): 112 "Write Conflict" and 148
     /// "Insufficient resources to run query" (busy, nothing applied), 147 "not master"
     /// (failover), 11601 "The operation was interrupted" (outcome unknown) are transient.

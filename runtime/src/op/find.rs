@@ -62,7 +62,7 @@ pub(crate) async fn find<T: DeserializeOwned>(
     session: Session<'_>,
 ) -> Result<Vec<T>, Error> {
     let mut cmd = command(target, filter, fields);
-    cmd.append("batchSize", WHOLE);
+    cmd.append("batchSize", read_batch(target));
     cursor(target, cmd, tries, session).await
 }
 
@@ -77,15 +77,14 @@ pub(crate) async fn find_limited<T: DeserializeOwned>(
 ) -> Result<Vec<T>, Error> {
     let mut cmd = command(target, filter, Some(fields));
     cmd.append("limit", limit);
-    cmd.append("batchSize", WHOLE);
+    cmd.append("batchSize", read_batch(target));
     cursor(target, cmd, tries, session).await
 }
 
-/// The batch size of a read natural-key keeps whole (a guard read, say): all of it in the
-/// first reply, up to the engine's 16 MiB, rather than the default 101 documents and then a
-/// `getMore` per batch (FerretDB 1.x's `getMore` batches are 101 documents too). Fewer round
-/// trips, and fewer cursors for an engine to drop mid-read.
-const WHOLE: i64 = 1_000_000;
+/// The batch size of a read natural-key keeps whole ([`Limits::read_batch`](crate::Limits)).
+fn read_batch(target: &Target) -> i64 {
+    i64::try_from(target.deployment.limits().read_batch.max(1)).unwrap_or(i64::MAX)
+}
 
 /// A `find` of `filter`, with only `fields` projected (`None`: whole documents): every read
 /// natural-key sends starts here.
