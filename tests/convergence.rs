@@ -1011,19 +1011,22 @@ async fn converges_across_an_engine_restart() {
 
     // The kill: early (batch writers send few commands, about n / 6 here, and the job must
     // have work left after the restart), at a moment a write command is on the engine.
-    // The SIGKILL goes out from this loop the moment a write is on the engine: FerretDB 2 on
-    // DocumentDB answers a batch of 12 in a few milliseconds, less than a blocking task takes
-    // to start.
+    // FerretDB 2 on DocumentDB answers a batch of 12 in a few milliseconds, less than a
+    // process takes to start or tokio's timer to tick: a thread watches the proxy without
+    // sleeping and fires a kill that is already armed.
     let threshold = ((n / 50) as u64).max(2);
-    let pid = engine.pid(Part::Front);
-    while (proxy.stats().writes() < threshold || proxy.writes_in_flight() == 0)
-        && finished.load(Ordering::SeqCst) < WRITERS
-    {
-        tokio::time::sleep(Duration::from_micros(200)).await;
-    }
-    let _ = std::process::Command::new("kill")
-        .args(["-KILL", &pid])
-        .status();
+    let armed = engine.arm_kill(Part::Front);
+    let (p, f) = (proxy.clone(), finished.clone());
+    tokio::task::spawn_blocking(move || {
+        while (p.writes_in_flight() == 0 || p.stats().writes() < threshold)
+            && f.load(Ordering::SeqCst) < WRITERS
+        {
+            std::thread::yield_now();
+        }
+        armed.fire();
+    })
+    .await
+    .unwrap();
     let writes_at_stop = proxy.stats().writes();
     let stopped_at = Instant::now();
     let e = engine.clone();

@@ -143,26 +143,84 @@ struct Killed {
     outage: f64,
 }
 
+/// What a call and its killer share.
+struct Watch {
+    /// The call's progress (documents or operations settled).
+    progress: AtomicU64,
+    /// The call has ended.
+    done: AtomicBool,
+    /// The kill points, in progress.
+    points: Vec<u64>,
+    /// Kills armed so far.
+    armed: AtomicU64,
+}
+
+impl Watch {
+    fn new(points: Vec<u64>) -> Arc<Watch> {
+        Arc::new(Watch {
+            progress: AtomicU64::new(0),
+            done: AtomicBool::new(false),
+            points,
+            armed: AtomicU64::new(0),
+        })
+    }
+
+    /// Past a kill point whose kill is not armed yet (the killer is still bringing the engine
+    /// back from the last one): the call should wait, so that the kill meets one of its
+    /// writes rather than a call that raced to its end meanwhile.
+    fn holds(&self) -> bool {
+        let progress = self.progress.load(Ordering::SeqCst);
+        let due = self.points.iter().filter(|&&p| p <= progress).count() as u64;
+        due > self.armed.load(Ordering::SeqCst) && !self.done.load(Ordering::SeqCst)
+    }
+
+    /// A batch call's progress callback: records `n`, and waits while [`holds`](Self::holds).
+    fn reached(&self, n: u64) {
+        self.progress.store(n, Ordering::SeqCst);
+        tokio::task::block_in_place(|| {
+            while self.holds() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+    }
+
+    fn end(&self) {
+        self.done.store(true, Ordering::SeqCst);
+    }
+}
+
 /// Kills `parts[k]` once the call's progress reaches `points[k]` with a write command on the
-/// engine, and starts the engine again after [`DOWN`]; stops early once `done` (the call
-/// ended before the next point).
+/// engine, and starts the engine again after [`DOWN`]; stops early once the call is done.
 async fn killer(
     rig: (Arc<PrivateEngine>, Arc<Proxy>),
-    progress: Arc<AtomicU64>,
-    points: Vec<u64>,
+    watch: Arc<Watch>,
     parts: Vec<Part>,
-    done: Arc<AtomicBool>,
 ) -> Vec<Killed> {
     let (engine, proxy) = rig;
     let mut kills = Vec::new();
-    for (point, part) in points.into_iter().zip(parts) {
-        while progress.load(Ordering::SeqCst) < point || proxy.writes_in_flight() == 0 {
-            if done.load(Ordering::SeqCst) {
-                return kills;
+    for (k, part) in parts.into_iter().enumerate() {
+        let point = watch.points[k];
+        // Watched without a timer, and a kill already armed: a write on the engine lasts a
+        // few milliseconds, less than a process takes to start.
+        let armed = engine.arm_kill(part);
+        watch.armed.fetch_add(1, Ordering::SeqCst);
+        let (p, w) = (proxy.clone(), watch.clone());
+        let fired = tokio::task::spawn_blocking(move || {
+            while w.progress.load(Ordering::SeqCst) < point || p.writes_in_flight() == 0 {
+                if w.done.load(Ordering::SeqCst) {
+                    return false;
+                }
+                std::thread::yield_now();
             }
-            tokio::time::sleep(Duration::from_micros(200)).await;
+            armed.fire();
+            true
+        })
+        .await
+        .unwrap();
+        if !fired {
+            return kills;
         }
-        let at = progress.load(Ordering::SeqCst);
+        let at = watch.progress.load(Ordering::SeqCst);
         let started = Instant::now();
         let e = engine.clone();
         tokio::task::spawn_blocking(move || e.kill(part))
@@ -187,24 +245,14 @@ fn points(total: u64) -> Vec<u64> {
     (1..=KILLS).map(|k| total * k / (KILLS + 1)).collect()
 }
 
-fn start_killer(
-    rig: &Rig,
-    total: u64,
-) -> (
-    Arc<AtomicU64>,
-    Arc<AtomicBool>,
-    tokio::task::JoinHandle<Vec<Killed>>,
-) {
-    let progress = Arc::new(AtomicU64::new(0));
-    let done = Arc::new(AtomicBool::new(false));
+fn start_killer(rig: &Rig, total: u64) -> (Arc<Watch>, tokio::task::JoinHandle<Vec<Killed>>) {
+    let watch = Watch::new(points(total));
     let task = tokio::spawn(killer(
         (rig.engine.clone(), rig.proxy.clone()),
-        progress.clone(),
-        points(total),
+        watch.clone(),
         rig.parts(),
-        done.clone(),
     ));
-    (progress, done, task)
+    (watch, task)
 }
 
 async fn stored_posts(db: &Database) -> Vec<Post> {
@@ -246,17 +294,17 @@ async fn an_upsert_many_survives_three_kills_of_the_engine() {
         edited += 1;
     }
     let posts = Collection::<Post>::open(&rig.via, "posts").await.unwrap();
-    let (progress, done, killer) = start_killer(&rig, n as u64);
+    let (watch, killer) = start_killer(&rig, n as u64);
     let start = Instant::now();
-    let seen = progress.clone();
+    let seen = watch.clone();
     let r = posts
         .upsert_many(&docs)
         .batch_size(250)
         .retry(RetryPolicy::default())
-        .on_progress(move |r| seen.store(r.processed(), Ordering::SeqCst))
+        .on_progress(move |r| seen.reached(r.processed()))
         .await;
     let secs = start.elapsed().as_secs_f64();
-    done.store(true, Ordering::SeqCst);
+    watch.end();
     let kills = killer.await.unwrap();
     let r = r.unwrap_or_else(|e| panic!("after {kills:?}: {e}"));
     report(
@@ -292,17 +340,17 @@ async fn an_insert_many_of_events_survives_three_kills_of_the_engine() {
         })
         .collect();
     let clicks = Collection::<Click>::open(&rig.via, "clicks").await.unwrap();
-    let (progress, done, killer) = start_killer(&rig, n as u64);
+    let (watch, killer) = start_killer(&rig, n as u64);
     let start = Instant::now();
-    let seen = progress.clone();
+    let seen = watch.clone();
     let r = clicks
         .insert_many(&events)
         .batch_size(250)
         .retry(RetryPolicy::default())
-        .on_progress(move |r| seen.store(r.processed(), Ordering::SeqCst))
+        .on_progress(move |r| seen.reached(r.processed()))
         .await;
     let secs = start.elapsed().as_secs_f64();
-    done.store(true, Ordering::SeqCst);
+    watch.end();
     let kills = killer.await.unwrap();
     let r = r.unwrap_or_else(|e| panic!("after {kills:?}: {e}"));
     report(
@@ -352,11 +400,11 @@ async fn relative_updates_survive_three_kills_of_the_engine() {
         .unwrap();
     before.upsert_many(&items).await.unwrap();
     let via = Collection::<Item>::open(&rig.via, "items").await.unwrap();
-    let (progress, done, killer) = start_killer(&rig, ops as u64);
+    let (watch, killer) = start_killer(&rig, ops as u64);
     let start = Instant::now();
     let mut writers = Vec::new();
     for w in 0..2 {
-        let (via, progress) = (via.clone(), progress.clone());
+        let (via, watch) = (via.clone(), watch.clone());
         let ids: Vec<Ulid> = items.iter().map(|i| i.id().unwrap()).collect();
         writers.push(tokio::spawn(async move {
             let mut outcomes = Vec::new();
@@ -370,7 +418,10 @@ async fn relative_updates_survive_three_kills_of_the_engine() {
                     .apply(ids[k % ids.len()], op, change)
                     .retry(RetryPolicy::default())
                     .await;
-                progress.fetch_add(1, Ordering::SeqCst);
+                watch.progress.fetch_add(1, Ordering::SeqCst);
+                while watch.holds() {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
                 outcomes.push((key, r));
             }
             outcomes
@@ -381,7 +432,7 @@ async fn relative_updates_survive_three_kills_of_the_engine() {
         outcomes.extend(w.await.unwrap());
     }
     let secs = start.elapsed().as_secs_f64();
-    done.store(true, Ordering::SeqCst);
+    watch.end();
     let kills = killer.await.unwrap();
     let mut by_kind: HashMap<String, usize> = HashMap::new();
     for (key, r) in &outcomes {
@@ -429,26 +480,22 @@ async fn without_a_policy_a_killed_call_ends_transient_and_a_rerun_converges() {
     let posts = Collection::<Post>::open(&rig.via, "posts").await.unwrap();
     let mut seen = Vec::new();
     for (round, part) in rig.parts().into_iter().enumerate() {
-        let progress = Arc::new(AtomicU64::new(0));
-        let done = Arc::new(AtomicBool::new(false));
         // One kill per round, at a different point each time.
-        let point = n as u64 * (round as u64 + 1) / (KILLS + 1);
+        let watch = Watch::new(vec![n as u64 * (round as u64 + 1) / (KILLS + 1)]);
         let killer = tokio::spawn(killer(
             (rig.engine.clone(), rig.proxy.clone()),
-            progress.clone(),
-            vec![point],
+            watch.clone(),
             vec![part],
-            done.clone(),
         ));
         let start = Instant::now();
-        let p = progress.clone();
+        let p = watch.clone();
         let r = posts
             .upsert_many(&docs)
             .batch_size(250)
-            .on_progress(move |r| p.store(r.processed(), Ordering::SeqCst))
+            .on_progress(move |r| p.reached(r.processed()))
             .await;
         let ended = start.elapsed();
-        done.store(true, Ordering::SeqCst);
+        watch.end();
         let kills = killer.await.unwrap();
         assert_eq!(kills.len(), 1, "round {round}: the kill landed mid-call");
         let e = r.expect_err("a call without a policy does not outlive the kill");

@@ -74,6 +74,18 @@ impl PrivateEngine {
         }
     }
 
+    /// A SIGKILL of `part` ready to go (see [`ArmedKill`]).
+    pub fn arm_kill(&self, part: Part) -> ArmedKill {
+        let pid = self.pid(part);
+        let child = Command::new("bash")
+            .args(["-c", &format!("read -r _ && kill -KILL {pid}")])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("bash");
+        ArmedKill { child }
+    }
+
     /// Pauses `part` (SIGSTOP): its connections stay open and nothing is answered, as with a
     /// stalled process or a black-holed network. The storage is PostgreSQL's postmaster and
     /// every backend it forked (each serves a connection of FerretDB's pool).
@@ -122,6 +134,31 @@ impl PrivateEngine {
             &[("NK_DB_STATE", &self.state()), ("NK_DB_PORT", &self.port)],
         );
         assert_eq!(uri, self.uri, "restarted on the same address");
+    }
+}
+
+/// A SIGKILL ready to go: a shell already waiting on its stdin, so that firing costs a pipe
+/// write, not a process start (which takes longer than FerretDB 2 takes to answer a batch:
+/// kills aimed at a write in flight landed after it). Dropped unfired, it kills nothing.
+pub struct ArmedKill {
+    child: std::process::Child,
+}
+
+impl ArmedKill {
+    /// Sends the SIGKILL now, and waits for the shell that sent it.
+    pub fn fire(mut self) {
+        use std::io::Write;
+        if let Some(mut stdin) = self.child.stdin.take() {
+            let _ = stdin.write_all(b"\n");
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ArmedKill {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
     }
 }
 
