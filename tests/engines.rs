@@ -703,6 +703,59 @@ async fn dropped_cursors_are_read_again_never_skipped() {
     assert_eq!(stored_posts(&direct).await, kept);
 }
 
+/// A `getMore` that may have run (answered 463 `SystemOverloadedError` alone, after it ran)
+/// moved its cursor on: sent again, it would skip a batch of the guard read. The read starts
+/// over instead: on the wire, the next read command after it is a `find`.
+#[tokio::test]
+async fn a_get_more_that_may_have_run_is_not_sent_again() {
+    let (direct, _, proxy) = through_engine("get_more_ran", Engine::none(), 15).await;
+    let docs = corpus(300);
+    let stored = Collection::<Post>::open(&direct, "posts").await.unwrap();
+    stored.upsert_many(&docs).await.unwrap();
+    let commands = support::Commands::default();
+    let client = support::client_for(&proxy.uri(), &commands).await;
+    let db = client.database(direct.name());
+    // Guard reads in replies of 50: the read of 300 identities needs `getMore`s.
+    let deployment = natural_key::Deployment::detect(db.client()).await.unwrap();
+    let limits = natural_key::Limits {
+        read_batch: 50,
+        min_read_identities: 300,
+        max_read_identities: 300,
+        span_reads: false,
+        ..deployment.limits()
+    };
+    let posts = Collection::new(db.collection::<Post>("posts"))
+        .deployment(deployment.with_limits(limits))
+        .await
+        .unwrap();
+    commands.reset();
+    proxy.set_engine(Engine {
+        overload_after_apply: 1.0,
+        at_most: 1,
+        ..Engine::none()
+    });
+    let r = posts.upsert_many(&docs).retry(RetryPolicy::default()).await;
+    let reads: Vec<String> = commands
+        .sequence()
+        .into_iter()
+        .filter(|c| c == "find" || c == "getMore")
+        .collect();
+    let r = r.unwrap_or_else(|e| panic!("{e}: {reads:?}"));
+    assert_eq!((r.unchanged, r.failures.len()), (300, 0), "{r:?}");
+    let stats = proxy.stats();
+    if stats.overloaded_after_apply == 0 {
+        // mongo-java-server answers a whole result in its first batch: no `getMore`.
+        assert!(!reads.contains(&"getMore".to_string()), "{reads:?}");
+        return;
+    }
+    let first = reads.iter().position(|c| c == "getMore").unwrap();
+    assert_eq!(
+        reads.get(first + 1).map(String::as_str),
+        Some("find"),
+        "the read started over after the getMore that may have run: {reads:?}"
+    );
+}
+
 /// A unique index the engine will not build (here: stored documents already share an
 /// identity; on Cosmos DB also any non-empty collection) is a typed error naming the remedy,
 /// not the engine's bare refusal.

@@ -720,21 +720,31 @@ pub(crate) const THROTTLE_CODES: &[i32] = &[
 /// (MongoDB's client-backpressure specification; Atlas, "Handle Overload Errors from Load
 /// Shedding"). Alone it does not say whether the command ran.
 const OVERLOADED: &str = "SystemOverloadedError";
+/// Whether the engine answered `e` under overload ([`OVERLOADED`]), run or not.
+pub(crate) fn overloaded(e: &mongodb::error::Error) -> bool {
+    server_code(e).is_some() && e.contains_label(OVERLOADED)
+}
+
 /// Labels beside [`OVERLOADED`] that say the command was not run: `RetryableError` ("the
 /// operation was not executed") and `NoWritesPerformed` ("rejected before performing any
 /// writes").
 const NOT_RUN: [&str; 2] = ["RetryableError", "NoWritesPerformed"];
 
 /// The engine refused a command on `namespace` as busy, having run none of it: a throttle
-/// code ([`THROTTLE_CODES`]) or an overload error labelled not run; for a `read`, any
-/// overload error (a read that ran changed nothing). The [`Error::Throttled`] to wait on and,
+/// code ([`THROTTLE_CODES`]) or an overload error labelled not run; for a `rerunnable`
+/// command (a `find`, which changes nothing if it ran), any overload error. The [`Error::Throttled`] to wait on and,
 /// if the policy gives up, to report. Only the engine's answer counts: the driver puts the same
 /// labels on a connection it could not open (one to a silent engine, say), which is a network
 /// error, transient, not the engine asking to wait.
-pub(crate) fn throttle(namespace: &str, e: &mongodb::error::Error, read: bool) -> Option<Error> {
+pub(crate) fn throttle(
+    namespace: &str,
+    e: &mongodb::error::Error,
+    rerunnable: bool,
+) -> Option<Error> {
     let code = server_code(e)?;
     let busy = THROTTLE_CODES.contains(&code)
-        || e.contains_label(OVERLOADED) && (read || NOT_RUN.iter().any(|l| e.contains_label(l)));
+        || e.contains_label(OVERLOADED)
+            && (rerunnable || NOT_RUN.iter().any(|l| e.contains_label(l)));
     busy.then(|| Error::Throttled {
         collection: namespace.to_string(),
         code,

@@ -288,7 +288,10 @@ impl Attempts {
             Some(wait) => wait,
             None => p.backoff(n),
         };
-        if self.start.elapsed() + delay >= p.deadline {
+        // An attempt that would have almost nothing of the deadline left would end as a
+        // timeout and hide this error: none starts then.
+        let window = (p.deadline / 10).min(Duration::from_secs(1));
+        if self.start.elapsed() + delay + window >= p.deadline {
             return Err(err);
         }
         tracing::warn!(

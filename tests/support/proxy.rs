@@ -127,8 +127,9 @@ pub struct Engine {
     /// limiter and Atlas's load shedding do: 463 with the labels `SystemOverloadedError`,
     /// `RetryableError` and `NoWritesPerformed`; never forwarded.
     pub overload: f64,
-    /// Forward a write command, let it apply, and answer 463 with `SystemOverloadedError`
-    /// alone (which "does not mean that the operation can be safely retried").
+    /// Forward a write command or a `getMore`, let it run, and answer 463 with
+    /// `SystemOverloadedError` alone (which "does not mean that the operation can be safely
+    /// retried": the `getMore` moved its cursor on).
     pub overload_after_apply: f64,
     /// Answer every `n`th `getMore` (0: none) with 43 `CursorNotFound`, as an engine that
     /// dropped the cursor (restarted, timed it out) does; never forwarded.
@@ -204,7 +205,7 @@ pub struct Stats {
     pub cursors_lost: u64,
     /// Engine mode: commands refused as overloaded (463, nothing written).
     pub overloaded: u64,
-    /// Engine mode: write commands applied and answered 463 `SystemOverloadedError`.
+    /// Engine mode: write commands and `getMore`s run and answered 463 `SystemOverloadedError`.
     pub overloaded_after_apply: u64,
     /// Engine mode: commands applied and answered with 50.
     pub unknown_outcomes: u64,
@@ -318,6 +319,16 @@ impl Shared {
                     "codeName": "CursorNotFound",
                 };
                 return (Rewrite::Answered, Some(reply_to(msg, &reply)));
+            }
+        }
+        if name == "getMore" && engine.overload_after_apply > 0.0 && !spent {
+            let u = unit(splitmix64(&mut self.rng.lock().unwrap()));
+            if u < engine.overload_after_apply {
+                self.bump(|s| {
+                    s.engine_actions += 1;
+                    s.overloaded_after_apply += 1;
+                });
+                return (Rewrite::AfterApply(overload_reply(false)), None);
             }
         }
         let reads = engine.throttle_reads + engine.overload;

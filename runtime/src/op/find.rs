@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::{encode, parse, Session, Target};
-use crate::error::{classify, server_code, throttle, Error, CURSOR_NOT_FOUND};
+use crate::error::{classify, overloaded, server_code, throttle, Error, CURSOR_NOT_FOUND};
 use crate::names::{HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
 use crate::retry::Attempts;
 
@@ -158,14 +158,25 @@ async fn read_to_end<T: DeserializeOwned>(
     // Cursors the engine dropped in a row: the read starts over, without what it had read.
     let mut dropped = 0;
     'read: loop {
-        let reply = send(target, &cmd, tries, session.as_deref_mut()).await?;
+        let reply = send(target, &cmd, true, tries, session.as_deref_mut()).await?;
         let reply: CursorReply<T> = parse(reply, "cursor").map_err(classify)?;
         let (mut id, mut out) = (reply.cursor.id, reply.cursor.batch);
         while id != 0 {
-            let more = encode(&doc! { "getMore": id, "collection": target.name.as_str() })
-                .map_err(classify)?;
-            let reply = match send(target, &more, tries, session.as_deref_mut()).await {
-                Err(Error::Transient(e)) if server_code(&e) == Some(CURSOR_NOT_FOUND) => {
+            // With its batch size: mongo-java-server refuses a `getMore` without one
+            // ("Illegal number to return: 0").
+            let more = encode(&doc! {
+                "getMore": id,
+                "collection": target.name.as_str(),
+                "batchSize": read_batch(target),
+            })
+            .map_err(classify)?;
+            // A `getMore` that may have run moved its cursor on: sent again, it would skip a
+            // batch. Refused unrun, it is sent again; dropped, or overloaded without saying it
+            // did not run, the read starts over.
+            let reply = match send(target, &more, false, tries, session.as_deref_mut()).await {
+                Err(Error::Transient(e))
+                    if server_code(&e) == Some(CURSOR_NOT_FOUND) || overloaded(&e) =>
+                {
                     dropped += 1;
                     tries.resend(Error::Transient(e), dropped).await?;
                     continue 'read;
@@ -181,10 +192,12 @@ async fn read_to_end<T: DeserializeOwned>(
 }
 
 /// One command of a read, sent until it is answered: again after each throttle, as long as
-/// `tries` allow.
+/// `tries` allow. `rerunnable`: the command changes nothing if it ran (a `find`; not a
+/// `getMore`, which moves its cursor), so any overload error sends it again.
 async fn send(
     target: &Target,
     cmd: &RawDocumentBuf,
+    rerunnable: bool,
     tries: &mut Attempts,
     mut session: Session<'_>,
 ) -> Result<bson::Document, Error> {
@@ -192,7 +205,7 @@ async fn send(
     loop {
         match target.run(cmd.clone(), session.as_deref_mut()).await {
             Ok(reply) => return Ok(reply),
-            Err(e) => match throttle(&target.namespace, &e, true) {
+            Err(e) => match throttle(&target.namespace, &e, rerunnable) {
                 Some(busy) => {
                     streak += 1;
                     tries.resend(busy, streak).await?;
@@ -208,8 +221,8 @@ async fn send(
 /// server sent them, so memory holds the driver's current batch and the caller's, never the
 /// result.
 ///
-/// A cursor the engine drops (CursorNotFound: an engine restarted, an idle timeout) is read
-/// on from where it was: the scan opens again after the last `_id` it handed out, so no
+/// A cursor lost to a transient error (CursorNotFound after an engine restarted or an idle
+/// timeout, a connection cut, an overloaded `getMore`) is read on from where it was: the scan opens again after the last `_id` it handed out, so no
 /// document is skipped or handed out twice. `_id` order costs nothing on the engines measured
 /// (100,000 documents: 0.7 s sorted against 2.1 s unsorted on FerretDB 2 / DocumentDB, which
 /// reads it off the primary key; the same either way on FerretDB 1.24).
@@ -219,9 +232,10 @@ pub(crate) struct Scan {
     fields: Option<Vec<String>>,
     batch_size: u32,
     cursor: mongodb::Cursor<bson::Document>,
-    /// The `_id` of the last document handed out.
-    last: Option<Bson>,
-    /// Cursors dropped in a row, with no document read in between.
+    /// Where the scan is: after the `_id` of the last document handed out.
+    last: Position,
+    /// Cursors lost in a row (dropped, cut off, overloaded), with no document read in
+    /// between.
     dropped: u32,
 }
 
@@ -246,7 +260,7 @@ impl Scan {
             fields,
             batch_size,
             cursor,
-            last: None,
+            last: Position::Start,
             dropped: 0,
         })
     }
@@ -281,18 +295,19 @@ impl Scan {
             match self.cursor.advance().await {
                 Ok(true) => {
                     let doc = self.cursor.current().to_raw_document_buf();
-                    self.last = doc
-                        .get("_id")
-                        .ok()
-                        .flatten()
-                        .and_then(|id| id.to_raw_bson().try_into().ok());
+                    let id = doc.get("_id").ok().flatten();
+                    self.last = match id.and_then(|id| id.to_raw_bson().try_into().ok()) {
+                        Some(id) => Position::After(id),
+                        None => Position::Unknown,
+                    };
                     self.dropped = 0;
                     out.push(doc);
                 }
                 Ok(false) => break,
-                Err(e)
-                    if server_code(&e) == Some(CURSOR_NOT_FOUND) && self.dropped < MAX_DROPPED =>
-                {
+                // Dropped (CursorNotFound), cut off, or overloaded with the cursor maybe moved
+                // on: read on from the last `_id` handed out, which is exact whatever the
+                // cursor did.
+                Err(e) if classify(e.clone()).is_transient() && self.dropped < MAX_DROPPED => {
                     self.dropped += 1;
                     let Some(filter) = self.after_last()? else {
                         return Err(e);
@@ -312,18 +327,31 @@ impl Scan {
     }
 
     /// The scan's filter, narrowed to what sorts after the last `_id` handed out: greater
-    /// within its type (the engine compares within one type only), or of a type that sorts
-    /// later. `None` for an `_id` of a type outside those the engines name alike.
+    /// within its type (the engine compares within one type only), or of a type that does
+    /// not sort at or before it — said as "not of these types", so that a type none of the
+    /// engines can name (MaxKey, JavaScript, ...) is still included. `None` when the last
+    /// `_id` leaves no such filter (see [`types_through`]) or was not read.
     fn after_last(&self) -> Result<Option<RawDocumentBuf>, mongodb::error::Error> {
-        let Some(last) = &self.last else {
-            return Ok(Some(self.filter.clone()));
+        let last = match &self.last {
+            Position::Start => return Ok(Some(self.filter.clone())),
+            Position::Unknown => return Ok(None),
+            Position::After(last) => last,
         };
-        let Some(later) = types_after(last) else {
+        let Some(through) = types_through(last) else {
             return Ok(None);
         };
+        // NaN sorts first among numbers and is greater than nothing: every other number
+        // comes after it.
+        let within = match last {
+            Bson::Double(x) if x.is_nan() => doc! {"$gte": f64::NEG_INFINITY},
+            Bson::Decimal128(d) if d.to_string().contains("NaN") => {
+                doc! {"$gte": f64::NEG_INFINITY}
+            }
+            _ => doc! {"$gt": last.clone()},
+        };
         let after = doc! {"$or": [
-            {"_id": {"$gt": last.clone()}},
-            {"_id": {"$type": later}},
+            {"_id": within},
+            {"_id": {"$not": {"$type": through}}},
         ]};
         let mut and = bson::RawArrayBuf::new();
         and.push(self.filter.clone());
@@ -334,11 +362,19 @@ impl Scan {
     }
 }
 
-/// The `$type` names of the types that sort after `id`'s, in MongoDB's comparison order (null,
-/// numbers, strings, objects, binary data, ObjectId, booleans, dates, timestamps, regular
-/// expressions), as FerretDB 1.24 and 2.5 and mongo-java-server all name them; `None` for a
-/// type outside that list.
-fn types_after(id: &Bson) -> Option<Vec<&'static str>> {
+/// Where a scan is: at its start, after an `_id`, or lost (an `_id` it could not read).
+enum Position {
+    Start,
+    After(Bson),
+    Unknown,
+}
+
+/// The `$type` names of `id`'s type and of every type that sorts before it, in MongoDB's
+/// comparison order (null, numbers, strings, objects, binary data, ObjectId, booleans,
+/// dates, timestamps, regular expressions), as FerretDB 1.24 and 2.5 and mongo-java-server
+/// all name them; `None` for a type outside that list (a symbol, MinKey, ...), which a scan
+/// cannot resume after.
+fn types_through(id: &Bson) -> Option<Vec<&'static str>> {
     const ORDER: [&str; 10] = [
         "null",
         "number",
@@ -364,5 +400,27 @@ fn types_after(id: &Bson) -> Option<Vec<&'static str>> {
         Bson::RegularExpression(_) => 9,
         _ => return None,
     };
-    Some(ORDER[at + 1..].to_vec())
+    Some(ORDER[..=at].to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a resumed scan excludes: the last `_id`'s type and the ones sorting before it;
+    /// an `_id` of a type the engines cannot all name is no place to resume from.
+    #[test]
+    fn a_scan_resumes_past_the_types_at_or_before_its_last_id() {
+        assert_eq!(
+            types_through(&Bson::String("a".into())),
+            Some(vec!["null", "number", "string"])
+        );
+        assert_eq!(types_through(&Bson::Int64(5)), Some(vec!["null", "number"]));
+        assert_eq!(
+            types_through(&Bson::ObjectId(bson::oid::ObjectId::new())).map(|t| t.len()),
+            Some(6)
+        );
+        assert_eq!(types_through(&Bson::MaxKey), None);
+        assert_eq!(types_through(&Bson::Symbol("s".into())), None);
+    }
 }

@@ -175,6 +175,9 @@ pub(crate) async fn apply(
     let mut landed = false;
     let key = shard_key(target, id, tries, session.as_deref_mut()).await?;
     let key = key.as_ref();
+    // This call's statement matched, and no read since showed its change dropped: a round
+    // whose read failed after the match must not turn it into someone else's change.
+    let mut matched = false;
     loop {
         let started = Instant::now();
         let limit = tries.attempt_timeout();
@@ -189,14 +192,18 @@ pub(crate) async fn apply(
             }
         };
         landed |= matches!(sent, Sent::Unclear);
+        matched |= matches!(sent, Sent::Matched);
         if matches!(sent, Sent::Matched) {
             if target.deployment.atomic_update_filters() {
                 return Ok(ApplyOutcome::Applied);
             }
             // A concurrent statement that read the document before ours wrote it writes its
             // stale copy within about as long as a statement takes: look after that long, so
-            // that a copy that dropped our change is seen, and the change sent again.
-            tokio::time::sleep(started.elapsed()).await;
+            // that a copy that dropped our change is seen, and the change sent again. At most
+            // half of what the deadline leaves, so the read still has time. (`started` also
+            // covers waits for throttles: longer, never shorter, than the statement.)
+            let left = tries.attempt_timeout();
+            tokio::time::sleep(started.elapsed().min(left / 2)).await;
         }
         let limit = tries.attempt_timeout();
         let record = match within(limit, read(target, id, tries, session.as_deref_mut())).await {
@@ -213,9 +220,8 @@ pub(crate) async fn apply(
         // statement may still have been overwritten by a concurrent writer that read the
         // document before it: the record says whether it stayed. Record and change are written
         // together, so a missing record means a missing change.
-        let ours = matches!(sent, Sent::Matched);
         match explain(target, id, update, &record, landed) {
-            Explained::Recorded if ours => return Ok(ApplyOutcome::Applied),
+            Explained::Recorded if matched => return Ok(ApplyOutcome::Applied),
             Explained::Recorded => return Ok(ApplyOutcome::AlreadyApplied),
             Explained::Refused(e) => return Err(e),
             Explained::Prune(cut) => {
@@ -229,7 +235,7 @@ pub(crate) async fn apply(
                     continue;
                 }
             }
-            Explained::Again => {}
+            Explained::Again => matched = false,
         }
         rounds += 1;
         if rounds >= MAX_ROUNDS {
