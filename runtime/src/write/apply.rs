@@ -161,6 +161,17 @@ enum Sent {
     Unclear,
 }
 
+/// After our statement matched on an engine that checks the filter outside its write: a
+/// concurrent statement that read the document before ours wrote it writes its stale copy
+/// within about as long as a statement takes. Wait that long (since `started`), so that a copy
+/// that dropped our change is seen and the change sent again; at most half of what the
+/// deadline leaves, so the read still has time. (`started` also covers waits for throttles:
+/// longer, never shorter, than the statement.)
+async fn stale_copies(tries: &mut Attempts, started: Instant) {
+    let left = tries.attempt_timeout();
+    tokio::time::sleep(started.elapsed().min(left / 2)).await;
+}
+
 pub(crate) async fn apply(
     target: &Target,
     id: Ulid,
@@ -175,8 +186,7 @@ pub(crate) async fn apply(
     let mut landed = false;
     let key = shard_key(target, id, tries, session.as_deref_mut()).await?;
     let key = key.as_ref();
-    // This call's statement matched, and no read since showed its change dropped: a round
-    // whose read failed after the match must not turn it into someone else's change.
+    // This call's statement matched, and no read since showed its change dropped.
     let mut matched = false;
     loop {
         let started = Instant::now();
@@ -197,13 +207,7 @@ pub(crate) async fn apply(
             if target.deployment.atomic_update_filters() {
                 return Ok(ApplyOutcome::Applied);
             }
-            // A concurrent statement that read the document before ours wrote it writes its
-            // stale copy within about as long as a statement takes: look after that long, so
-            // that a copy that dropped our change is seen, and the change sent again. At most
-            // half of what the deadline leaves, so the read still has time. (`started` also
-            // covers waits for throttles: longer, never shorter, than the statement.)
-            let left = tries.attempt_timeout();
-            tokio::time::sleep(started.elapsed().min(left / 2)).await;
+            stale_copies(tries, started).await;
         }
         let limit = tries.attempt_timeout();
         let record = match within(limit, read(target, id, tries, session.as_deref_mut())).await {
