@@ -138,7 +138,10 @@ async fn floor(db: &Database, docs: &[Post], phase: usize, per_command: usize) {
                 d
             })
             .collect();
-        raw.insert_many(stored).ordered(false).await.unwrap();
+        // FerretDB 2 takes at most 25,000 operations per command, whatever `hello` says.
+        for chunk in stored.chunks(25_000) {
+            raw.insert_many(chunk).ordered(false).await.unwrap();
+        }
         return;
     }
     let identities: Vec<String> = docs

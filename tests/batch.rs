@@ -402,6 +402,35 @@ async fn events_in_batches_are_stored_once() {
     assert_eq!(coll.inner().count_documents(doc! {}).await.unwrap(), 300);
 }
 
+/// A batch of more operations than the engine takes in one write command: cut to what it
+/// takes. FerretDB 2 says 100,000 in `hello` and refuses more than 25,000 (code 16,
+/// "Write batch sizes must be between 1 and 25000"): a batch of 30,000 failed whole there.
+#[tokio::test]
+async fn a_batch_of_more_operations_than_a_command_takes_is_cut_to_fit() {
+    let (coll, commands) = posts("many_ops").await;
+    let n = 30_000;
+    let docs = corpus(n);
+    let r = coll.upsert_many(&docs).batch_size(n).await.unwrap();
+    assert_eq!(
+        (r.inserted as usize, r.failures.len()),
+        (n, 0),
+        "{:?}",
+        r.failures
+    );
+    let most = commands
+        .documents("insert")
+        .iter()
+        .map(|c| c.get_array("documents").unwrap().len())
+        .max()
+        .unwrap();
+    let limit = coll.deployment().limits().max_documents;
+    assert!(most <= limit, "an insert of {most} documents, over {limit}");
+    assert_eq!(
+        coll.inner().count_documents(doc! {}).await.unwrap(),
+        n as u64
+    );
+}
+
 #[tokio::test]
 async fn large_documents_are_cut_into_batches_and_commands_that_fit() {
     let (coll, commands) = posts("big_docs").await;

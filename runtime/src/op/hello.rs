@@ -64,6 +64,10 @@ pub(crate) async fn build_info(db: &Database) -> Result<BuildInfo, mongodb::erro
     parse(run(db, "buildInfo").await?, "buildInfo")
 }
 
+/// The most operations FerretDB 2 accepts in one `insert`, `update` or `delete` (measured on
+/// 2.5.0: 25,001 are refused with code 16 `InvalidLength`, whatever `hello` says).
+const FERRETDB2_WRITE_BATCH: usize = 25_000;
+
 impl Deployment {
     /// Asks the server once: `hello` (topology, sizes) and `buildInfo` (engine). A server
     /// that does not answer `hello` is an error; a failed `buildInfo` leaves
@@ -117,6 +121,12 @@ impl Deployment {
             limits.max_statements = limits.max_statements.min(n).max(1);
             // The statement cap is FerretDB 1.x's update stall; inserts only have the batch size.
             limits.max_documents = n.max(1);
+        }
+        if matches!(engine, Engine::FerretDb { .. }) && !engine.is_ferretdb_v1() {
+            // FerretDB 2 says 100,000 in `hello` and refuses a write command of more than
+            // 25,000 operations (code 16, "Write batch sizes must be between 1 and 25000").
+            limits.max_documents = limits.max_documents.min(FERRETDB2_WRITE_BATCH);
+            limits.max_statements = limits.max_statements.min(FERRETDB2_WRITE_BATCH);
         }
         Deployment {
             engine,
@@ -174,6 +184,8 @@ mod tests {
                 version: "v2.5.0".into()
             }
         );
+        // `hello` says 100,000; the engine takes 25,000 operations per write command.
+        assert_eq!(d.limits().max_documents, 25_000);
         assert!(!d.engine().is_ferretdb_v1());
         assert!(d.atomic_update_filters() && !d.scans_every_filter());
         assert!(!d.missing_field_is_absent_in_unique_indexes());
