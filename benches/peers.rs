@@ -1,8 +1,8 @@
 //! natural-key against what its users would write instead (issue #30), same data, same engine,
 //! one run: N posts of ~0.5 KB through three phases — first ingest into an empty collection,
 //! re-ingest of unchanged data, re-ingest with 1% changed — by
-//! * `nk`: `upsert_many` (default batch size; its handle opened, which creates its indexes,
-//!   before the timing);
+//! * `nk`: `upsert_many` (default batch size; a handle per phase, opened before the timing as a
+//!   user's ingest job opens it: its deployment read, its indexes ensured);
 //! * `nk-in`: the same with `Limits::span_reads` off, reading by identity only;
 //! * `recipe-1` and `recipe-8`: the seed's recipe per document (derive the id and content
 //!   hash, `find_one({_id})` of the stored hash, `update_one({_id}, {$set}, upsert)` when it
@@ -12,9 +12,14 @@
 //!   count: 100 or more statements that match stored documents never return there);
 //! * `floor`: what each phase cannot do without, by hand, into a collection with natural-key's
 //!   indexes — first ingest: an unordered `insert` of the documents as natural-key stores them
-//!   (fields, `_id`, `_nk_identity`, `_nk_hash`, `_nk_write`); unchanged: one indexed read of
-//!   every identity (`$in`, the guard's projection, the whole result in one batch); 1%
-//!   changed: that read, then one `update` of the changed documents by `_id` (`$set`).
+//!   (fields, `_id`, `_nk_identity`, `_nk_hash`, `_nk_write`); unchanged: each document's id
+//!   and content hash, one read of every stored hash by the primary key (`_id` `$in`, the
+//!   whole result in one batch), the comparison; 1% changed: the same, then one `update` of
+//!   the changed documents by `_id` (`$set`). It reads by `_id`, not by `_nk_identity`: on
+//!   FerretDB 2 / DocumentDB an `$in` of 10,000 values on a secondary index took 1.2–1.4 s,
+//!   on `_id` 0.10 s (pymongo, same engine); what the `_id` read cannot see (a stored copy
+//!   under another timestamp) the unique identity index refuses, as natural-key's span reads
+//!   rely on too.
 //!
 //! Every phase is verified (exactly N documents stored, the edits stored), never timed against
 //! a bound. Peers run in a rotating order per repetition, so load drift spreads over all of
@@ -24,7 +29,8 @@
 //! Run: `cargo bench --bench peers`. Environment: `NK_PEERS_DOCS` (default 10,000),
 //! `NK_PEERS_REPS` (default 3), `NK_PEERS_BUDGET_S` (per phase, default 120),
 //! `NK_PEERS` (default `nk,recipe-1,recipe-8,blind,floor`), `NK_PEERS_BLIND_PER_COMMAND`,
-//! `NK_PEERS_NK_BATCH` (`upsert_many`'s batch size, default the library's),
+//! `NK_PEERS_NK_BATCH` (`upsert_many`'s batch size, default the library's), `NK_PEERS_WIRE=1`
+//! (each phase's commands and the engine's time for them; monitoring costs time),
 //! `MONGODB_URI` (else `scripts/db up`). Under `cargo test --benches`: 60 posts, once.
 
 mod support;
@@ -94,19 +100,37 @@ impl Peer {
         }
     }
 
-    /// One phase (`phase`, of [`PHASES`]): `docs` written the peer's way into `db.posts`.
-    async fn write(self, db: &Database, docs: &[Post], phase: usize) {
+    /// What the peer prepares before a phase is timed: natural-key's handle, opened as a
+    /// user's ingest job opens it (its deployment read, its indexes ensured). A handle per
+    /// phase, so that each phase starts from what a fresh run of that job knows.
+    async fn handle(self, db: &Database) -> Option<Collection<Post>> {
+        let Peer::NaturalKey(_, spans) = self else {
+            return None;
+        };
+        let detected = Deployment::detect(db.client()).await.unwrap();
+        let limits = natural_key::Limits {
+            span_reads: spans,
+            ..detected.limits()
+        };
+        let posts = Collection::new(db.collection::<Post>("posts"))
+            .deployment(detected.with_limits(limits))
+            .await
+            .unwrap();
+        Some(posts)
+    }
+
+    /// One phase (`phase`, of [`PHASES`]): `docs` written the peer's way into `db.posts`
+    /// (natural-key through `handle`).
+    async fn write(
+        self,
+        db: &Database,
+        handle: Option<&Collection<Post>>,
+        docs: &[Post],
+        phase: usize,
+    ) {
         match self {
-            Peer::NaturalKey(batch, spans) => {
-                let detected = Deployment::detect(db.client()).await.unwrap();
-                let limits = natural_key::Limits {
-                    span_reads: spans,
-                    ..detected.limits()
-                };
-                let posts = Collection::new(db.collection::<Post>("posts"))
-                    .deployment(detected.with_limits(limits))
-                    .await
-                    .unwrap();
+            Peer::NaturalKey(batch, _) => {
+                let posts = handle.expect("natural-key's handle");
                 let size = batch.unwrap_or(natural_key::DEFAULT_BATCH_SIZE);
                 let r = posts.upsert_many(docs).batch_size(size).await.unwrap();
                 assert!(r.failures.is_empty(), "{:?}", r.failures);
@@ -121,8 +145,9 @@ impl Peer {
     }
 }
 
-/// The floor of `phase` for `docs` (see the module's docs). The 1% phase's changed documents
-/// are the hundredth ones, as `one_percent_changed` edits them.
+/// The floor of `phase` for `docs` (see the module's docs). It finds the changed documents by
+/// their hashes and checks it found those `one_percent_changed` edits: none in the unchanged
+/// phase, every hundredth in the 1% phase.
 async fn floor(db: &Database, docs: &[Post], phase: usize, per_command: usize) {
     let raw = db.collection::<Document>("posts");
     if phase == 0 {
@@ -144,47 +169,75 @@ async fn floor(db: &Database, docs: &[Post], phase: usize, per_command: usize) {
         }
         return;
     }
-    let identities: Vec<String> = docs
+    // What any guarded re-ingest computes: each document's id and content hash.
+    let mine: Vec<(String, String)> = docs
         .iter()
-        .map(|p| p.identity().unwrap().to_string())
+        .map(|p| {
+            (
+                p.id().unwrap().to_string(),
+                p.content_hash().unwrap().to_string(),
+            )
+        })
         .collect();
-    let mut read = 0;
-    // At most 100,000 identities (6.5 MB) per command, within the 16 MiB a command may hold.
-    for part in identities.chunks(100_000) {
+    let mut stored = std::collections::HashMap::with_capacity(docs.len());
+    // At most 100,000 ids (2.9 MB) per command, within the 16 MiB a command may hold.
+    for part in mine.chunks(100_000) {
+        let ids: Vec<&str> = part.iter().map(|(id, _)| id.as_str()).collect();
         let mut cursor = raw
-            .find(doc! { "_nk_identity": { "$in": part } })
-            .projection(doc! { "_id": 1, "_nk_identity": 1, "_nk_hash": 1, "_nk_write": 1 })
+            .find(doc! { "_id": { "$in": ids } })
+            .projection(doc! { "_id": 1, "_nk_hash": 1 })
             .batch_size(1_000_000)
             .await
             .unwrap();
         while let Some(d) = cursor.next().await {
-            d.unwrap();
-            read += 1;
+            let d = d.unwrap();
+            let hash = d.get_str("_nk_hash").unwrap().to_string();
+            stored.insert(d.get_str("_id").unwrap().to_string(), hash);
         }
     }
-    assert_eq!(read, docs.len(), "the floor's read found every identity");
-    if phase == 2 {
-        let changed: Vec<&Post> = docs.iter().step_by(100).collect();
-        for chunk in changed.chunks(per_command) {
-            let statements: Vec<Bson> = chunk
-                .iter()
-                .map(|p| {
-                    let mut set = bson::to_document(p).unwrap();
-                    set.insert("_nk_hash", p.content_hash().unwrap().to_string());
-                    Bson::Document(doc! {
-                        "q": { "_id": p.id().unwrap().to_string() },
-                        "u": { "$set": set },
-                        "multi": false,
-                    })
+    assert_eq!(stored.len(), docs.len(), "the floor's read found every id");
+    let changed: Vec<&Post> = docs
+        .iter()
+        .zip(&mine)
+        .filter(|(_, (id, hash))| stored[id] != *hash)
+        .map(|(p, _)| p)
+        .collect();
+    let expected = if phase == 2 {
+        docs.len().div_ceil(100)
+    } else {
+        0
+    };
+    assert_eq!(
+        changed.len(),
+        expected,
+        "the floor finds the changed documents"
+    );
+    for chunk in changed.chunks(per_command) {
+        let statements: Vec<Bson> = chunk
+            .iter()
+            .map(|p| {
+                let mut set = bson::to_document(p).unwrap();
+                set.insert("_nk_hash", p.content_hash().unwrap().to_string());
+                Bson::Document(doc! {
+                    "q": { "_id": p.id().unwrap().to_string() },
+                    "u": { "$set": set },
+                    "multi": false,
                 })
-                .collect();
-            let reply = db
-                .run_command(doc! { "update": "posts", "updates": statements, "ordered": false })
-                .await
-                .unwrap();
-            assert!(!reply.contains_key("writeErrors"), "{reply}");
-        }
+            })
+            .collect();
+        send_update(db, statements).await;
     }
+}
+
+/// Commands by name, with the engine's round-trip time for them in all.
+fn wire_ms(w: &support::WireCounts) -> String {
+    let mut parts: Vec<String> = w
+        .commands
+        .iter()
+        .map(|(name, n)| format!("{name} {n} [{:.1} ms]", w.time(name).as_secs_f64() * 1e3))
+        .collect();
+    parts.sort();
+    format!("{}; {} statements", parts.join(", "), w.written())
 }
 
 /// Unordered bulk upserts replacing each document by its `_id`, `per_command` at a time.
@@ -198,12 +251,17 @@ async fn blind(db: &Database, docs: &[Post], per_command: usize) {
                 Bson::Document(doc! { "q": { "_id": id }, "u": u, "upsert": true, "multi": false })
             })
             .collect();
-        let reply = db
-            .run_command(doc! { "update": "posts", "updates": statements, "ordered": false })
-            .await
-            .unwrap();
-        assert!(!reply.contains_key("writeErrors"), "{reply}");
+        send_update(db, statements).await;
     }
+}
+
+/// One unordered `update` command of `statements` on `posts`, every one of them accepted.
+async fn send_update(db: &Database, statements: Vec<Bson>) {
+    let reply = db
+        .run_command(doc! { "update": "posts", "updates": statements, "ordered": false })
+        .await
+        .unwrap();
+    assert!(!reply.contains_key("writeErrors"), "{reply}");
 }
 
 /// Exactly `docs` stored: as many documents, and each post's body as written.
@@ -252,7 +310,14 @@ async fn main() {
         1
     };
     let budget = Duration::from_secs(support::env_usize("NK_PEERS_BUDGET_S", 120) as u64);
-    let client = support::plain_client(&support::uri()).await;
+    // NK_PEERS_WIRE=1: every phase's commands and the engine's time for them, per name.
+    let wire = support::Wire::default();
+    let watch_wire = std::env::var("NK_PEERS_WIRE").is_ok_and(|v| v == "1");
+    let client = if watch_wire {
+        support::counting_client(&support::uri(), &wire).await
+    } else {
+        support::plain_client(&support::uri()).await
+    };
     let deployment = Deployment::detect(&client).await.unwrap();
     let ferretdb = deployment.engine().is_ferretdb_v1();
     let per_command = support::env_usize(
@@ -304,11 +369,11 @@ async fn main() {
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
             for (phase, docs) in inputs.iter().enumerate() {
+                let handle = peer.handle(&db).await;
+                wire.take();
                 let start = Instant::now();
-                if tokio::time::timeout(budget, peer.write(&db, docs, phase))
-                    .await
-                    .is_err()
-                {
+                let writing = peer.write(&db, handle.as_ref(), docs, phase);
+                if tokio::time::timeout(budget, writing).await.is_err() {
                     over.insert(
                         label.clone(),
                         format!("{} over {budget:?} (rep {rep})", PHASES[phase]),
@@ -316,6 +381,13 @@ async fn main() {
                     break;
                 }
                 let took = start.elapsed().as_secs_f64();
+                if watch_wire {
+                    println!(
+                        "peers wire {label} {}: {}",
+                        PHASES[phase],
+                        wire_ms(&wire.take())
+                    );
+                }
                 verify(&db, docs).await;
                 println!(
                     "peers rep={rep} {label:<9} {:<13} {took:>8.3} s",
@@ -347,13 +419,24 @@ async fn main() {
             .filter(|t| t[phase].len() == reps)
             .map(|t| support::median(&t[phase]))
     };
+    // nk's time over the peer's, per repetition (the two ran next to each other), median.
+    let paired = |label: &str, phase: usize| {
+        let (nk, other) = (times.get("nk")?, times.get(label)?);
+        let ratios: Vec<f64> = nk[phase]
+            .iter()
+            .zip(&other[phase])
+            .map(|(a, b)| a / b)
+            .collect();
+        (ratios.len() == reps).then(|| support::median(&ratios))
+    };
     for (phase, name) in PHASES.iter().enumerate() {
         let nk = median("nk", phase);
         let cells: Vec<String> = peers
             .iter()
             .map(|p| match (median(&p.label(), phase), nk) {
                 (Some(t), Some(nk)) if !matches!(p, Peer::NaturalKey(..)) => {
-                    format!("{t:.3} (nk {:.2}x)", nk / t)
+                    let pairs = paired(&p.label(), phase).expect("both ran every repetition");
+                    format!("{t:.3} (nk {:.2}x; paired {pairs:.2}x)", nk / t)
                 }
                 (Some(t), _) => format!("{t:.3}"),
                 (None, _) => over

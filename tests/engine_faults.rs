@@ -21,6 +21,7 @@
 mod support;
 
 use std::collections::HashMap;
+use std::future::IntoFuture;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -277,6 +278,27 @@ fn report(test: &str, n: usize, kills: &[Killed], secs: f64, rig: &Rig, outcome:
     );
 }
 
+/// `call` (which reports its progress to the watch it is given) run across the kills aimed at a
+/// call of `n` documents: its result, which must be `Ok`, the kills that landed, its seconds.
+async fn killed_call<R, E, F>(
+    rig: &Rig,
+    n: usize,
+    call: impl FnOnce(Arc<Watch>) -> F,
+) -> (R, Vec<Killed>, f64)
+where
+    E: std::fmt::Display,
+    F: std::future::Future<Output = Result<R, E>>,
+{
+    let (watch, killer) = start_killer(rig, n as u64);
+    let start = Instant::now();
+    let r = call(watch.clone()).await;
+    let secs = start.elapsed().as_secs_f64();
+    watch.end();
+    let kills = killer.await.unwrap();
+    let r = r.unwrap_or_else(|e| panic!("after {kills:?}: {e}"));
+    (r, kills, secs)
+}
+
 /// Half of the posts stored before, 1% of those edited, the other half new: one
 /// `upsert_many` inserts, updates and leaves alone, across three kills.
 #[tokio::test(flavor = "multi_thread")]
@@ -294,19 +316,15 @@ async fn an_upsert_many_survives_three_kills_of_the_engine() {
         edited += 1;
     }
     let posts = Collection::<Post>::open(&rig.via, "posts").await.unwrap();
-    let (watch, killer) = start_killer(&rig, n as u64);
-    let start = Instant::now();
-    let seen = watch.clone();
-    let r = posts
-        .upsert_many(&docs)
-        .batch_size(250)
-        .retry(RetryPolicy::default())
-        .on_progress(move |r| seen.reached(r.processed()))
-        .await;
-    let secs = start.elapsed().as_secs_f64();
-    watch.end();
-    let kills = killer.await.unwrap();
-    let r = r.unwrap_or_else(|e| panic!("after {kills:?}: {e}"));
+    let (r, kills, secs) = killed_call(&rig, n, |seen| {
+        posts
+            .upsert_many(&docs)
+            .batch_size(250)
+            .retry(RetryPolicy::default())
+            .on_progress(move |r| seen.reached(r.processed()))
+            .into_future()
+    })
+    .await;
     report(
         "upsert_many",
         n,
@@ -340,19 +358,15 @@ async fn an_insert_many_of_events_survives_three_kills_of_the_engine() {
         })
         .collect();
     let clicks = Collection::<Click>::open(&rig.via, "clicks").await.unwrap();
-    let (watch, killer) = start_killer(&rig, n as u64);
-    let start = Instant::now();
-    let seen = watch.clone();
-    let r = clicks
-        .insert_many(&events)
-        .batch_size(250)
-        .retry(RetryPolicy::default())
-        .on_progress(move |r| seen.reached(r.processed()))
-        .await;
-    let secs = start.elapsed().as_secs_f64();
-    watch.end();
-    let kills = killer.await.unwrap();
-    let r = r.unwrap_or_else(|e| panic!("after {kills:?}: {e}"));
+    let (r, kills, secs) = killed_call(&rig, n, |seen| {
+        clicks
+            .insert_many(&events)
+            .batch_size(250)
+            .retry(RetryPolicy::default())
+            .on_progress(move |r| seen.reached(r.processed()))
+            .into_future()
+    })
+    .await;
     report(
         "insert_many",
         n,

@@ -591,6 +591,16 @@ impl Error {
         }
     }
 
+    /// The engine refused work on `namespace` as busy: a whole command ([`throttle`]) or
+    /// statements inside a batch's reply.
+    pub(crate) fn throttled(namespace: &str, code: i32, message: String) -> Self {
+        Error::Throttled {
+            collection: namespace.to_string(),
+            code,
+            message,
+        }
+    }
+
     pub(crate) fn serialize<T: ?Sized>(message: impl fmt::Display) -> Self {
         Error::Serialize {
             type_name: std::any::type_name::<T>(),
@@ -745,11 +755,7 @@ pub(crate) fn throttle(
     let busy = THROTTLE_CODES.contains(&code)
         || e.contains_label(OVERLOADED)
             && (rerunnable || NOT_RUN.iter().any(|l| e.contains_label(l)));
-    busy.then(|| Error::Throttled {
-        collection: namespace.to_string(),
-        code,
-        message: e.to_string(),
-    })
+    busy.then(|| Error::throttled(namespace, code, e.to_string()))
 }
 
 /// Codes after which a write may or may not have been applied: its writer decides from the

@@ -104,14 +104,6 @@ pub(crate) async fn send<D: ToEmbedded>(
     Ok(())
 }
 
-fn throttled(target: &Target, code: i32, message: String) -> Error {
-    Error::Throttled {
-        collection: target.namespace.clone(),
-        code,
-        message,
-    }
-}
-
 /// The verdict without its throttled statements, which go into `again`; `throttle` keeps the
 /// last of their errors (the wait to honour).
 fn take_throttled(
@@ -136,7 +128,7 @@ fn take_throttled(
     for (&k, refusal) in carried.iter().zip(refusals) {
         match refusal {
             Some(Refusal::Throttled { code, message }) => {
-                *throttle = Some(throttled(target, code, message));
+                *throttle = Some(Error::throttled(&target.namespace, code, message));
                 again.push(k);
             }
             other => {
