@@ -609,6 +609,35 @@ async fn a_first_large_read_is_one_span_of_ids() {
     assert_eq!(stored.unwrap().body, "edited");
 }
 
+/// A handle that has measured a span measures the `$in` reads on its next large batch with
+/// one read of their size, then reads the rest as a span: never the whole batch by identity
+/// (where a read asks for every pending identity, as on FerretDB 1.x, that one read is all).
+#[tokio::test]
+async fn a_second_large_read_samples_the_in_reads_then_spans_the_rest() {
+    let (coll, commands) = spanning("span_sample").await;
+    let docs = corpus(600);
+    coll.upsert_many(&docs).await.unwrap();
+    coll.upsert_many(&docs).await.unwrap();
+    commands.reset();
+    let r = coll.upsert_many(&docs).await.unwrap();
+    assert_eq!((r.unchanged, r.failures.len()), (600, 0));
+    let finds = commands.documents("find");
+    assert_probe(&finds[0]);
+    let sample = in_values(&finds[1]).expect("first the sample, by identity");
+    let n = sample.len();
+    let first: Vec<String> = docs[..n]
+        .iter()
+        .map(|p| p.identity().unwrap().to_string())
+        .collect();
+    assert_eq!(sample, first, "the first pending identities");
+    if n < docs.len() {
+        let (least, greatest) = bounds(&docs[n..]);
+        assert_eq!(span_of(&finds[2]), Some((least, greatest, 1200)));
+    }
+    let reads = if n < docs.len() { 3 } else { 2 };
+    assert_eq!(finds.len(), reads, "the sample and the span: {finds:?}");
+}
+
 /// A span finds nothing stored under another `_id`: a post whose timestamp moved from before
 /// the batch's least id is taken as new, the identity index refuses its insert, and the next
 /// round, reading by identity, refuses the fork. Nothing is written for it.

@@ -311,19 +311,38 @@ async fn read(
     tries: &mut Attempts,
     mut session: Session<'_>,
 ) -> Result<HashMap<String, StoredIdentity>, Error> {
-    let started = Instant::now();
+    let mut started = Instant::now();
     let pending = &state.pending[..];
     let shape = target.reads.shape(pending.len(), first);
     let mut stored = HashMap::new();
-    let unseen: Vec<usize>;
     let mut rest = pending;
-    if let Shape::Span { limit } = shape {
-        let found = read_span(target, state, limit, tries, session.as_deref_mut()).await?;
+    if let Shape::Sampled { size, .. } = shape {
+        let (part, after) = pending.split_at(size.min(pending.len()));
+        read_in(
+            target,
+            state,
+            part,
+            &mut stored,
+            tries,
+            session.as_deref_mut(),
+        )
+        .await?;
+        target.reads.record_sample(part.len(), started.elapsed());
+        started = Instant::now();
+        rest = after;
+    }
+    let unseen: Vec<usize>;
+    let span = match shape {
+        Shape::Span { limit } | Shape::Sampled { limit, .. } if !rest.is_empty() => Some(limit),
+        _ => None,
+    };
+    if let Some(limit) = span {
+        let found = read_span(target, state, rest, limit, tries, session.as_deref_mut()).await?;
         let complete = found.len() < limit;
         stored.extend(keyed(found));
         unseen = match complete {
             true => Vec::new(),
-            false => pending
+            false => rest
                 .iter()
                 .copied()
                 .filter(|&i| !stored.contains_key(&state.items[i].identity))
@@ -335,42 +354,65 @@ async fn read(
         let size = target.reads.size();
         let (part, after) = rest.split_at(size.min(rest.len()));
         rest = after;
-        let mut wanted = bson::RawArrayBuf::new();
-        for &i in part {
-            wanted.push(state.items[i].identity.as_str());
-        }
-        let mut condition = RawDocumentBuf::new();
-        condition.append("$in", wanted);
-        let mut filter = RawDocumentBuf::new();
-        filter.append(IDENTITY_FIELD, condition);
-        let projection = Some(StoredIdentity::PROJECTION);
-        let at = Instant::now();
-        let found: Vec<StoredIdentity> =
-            op::find(target, filter, projection, tries, session.as_deref_mut()).await?;
-        target.reads.record(part.len(), at.elapsed());
-        stored.extend(keyed(found));
+        read_in(
+            target,
+            state,
+            part,
+            &mut stored,
+            tries,
+            session.as_deref_mut(),
+        )
+        .await?;
     }
-    if first {
+    let whole = match (shape, span) {
+        (Shape::Identities(_), _) => Some(shape),
+        (_, Some(limit)) => Some(Shape::Span { limit }),
+        _ => None,
+    };
+    if let Some(whole) = whole.filter(|_| first) {
         target
             .reads
-            .record_whole(shape, pending.len(), started.elapsed());
+            .record_whole(whole, pending.len(), started.elapsed());
     }
     Ok(stored)
 }
 
-/// What is stored in the `_id` range from the least to the greatest pending id, at most
-/// `limit` documents.
+/// One `$in` read of the identities of `part` into `stored`, measured for the read sizes.
+async fn read_in(
+    target: &Target,
+    state: &BatchState<'_, '_>,
+    part: &[usize],
+    stored: &mut HashMap<String, StoredIdentity>,
+    tries: &mut Attempts,
+    session: Session<'_>,
+) -> Result<(), Error> {
+    let mut wanted = bson::RawArrayBuf::new();
+    for &i in part {
+        wanted.push(state.items[i].identity.as_str());
+    }
+    let mut condition = RawDocumentBuf::new();
+    condition.append("$in", wanted);
+    let mut filter = RawDocumentBuf::new();
+    filter.append(IDENTITY_FIELD, condition);
+    let projection = Some(StoredIdentity::PROJECTION);
+    let at = Instant::now();
+    let found: Vec<StoredIdentity> = op::find(target, filter, projection, tries, session).await?;
+    target.reads.record(part.len(), at.elapsed());
+    stored.extend(keyed(found));
+    Ok(())
+}
+
+/// What is stored in the `_id` range from the least to the greatest id of `of` (pending
+/// items), at most `limit` documents.
 async fn read_span(
     target: &Target,
     state: &BatchState<'_, '_>,
+    of: &[usize],
     limit: usize,
     tries: &mut Attempts,
     session: Session<'_>,
 ) -> Result<Vec<StoredIdentity>, Error> {
-    let ids = state
-        .pending
-        .iter()
-        .map(|&i| state.items[i].id_text.as_str());
+    let ids = of.iter().map(|&i| state.items[i].id_text.as_str());
     let (Some(least), Some(greatest)) = (ids.clone().min(), ids.max()) else {
         return Ok(Vec::new());
     };
