@@ -24,9 +24,6 @@ pub(crate) struct Prepared {
     pub(crate) id_text: String,
     pub(crate) identity: String,
     pub(crate) hash: String,
-    /// For a type hashed v2, its v1 hash: a stored `_nk_hash` equal to it was written for this
-    /// content before the upgrade ([`same_content`]). Computed only for v2 types.
-    pub(crate) hash_v1: Option<String>,
     /// The stored fields but `_id`: the document, its identity and its hash — built once;
     /// commands copy it without a `Document` tree in between.
     pub(crate) body: RawDocumentBuf,
@@ -51,7 +48,6 @@ impl Prepared {
         let id = crate::key::ulid_from(doc.__timestamp_ms()?, &digest);
         let identity = crate::content::ContentHash(digest).to_string();
         let hash = doc.content_hash()?.to_string();
-        let hash_v1 = doc.__content_hash_v1().map(|h| h.to_string());
         let mut body = bson::to_raw_document_buf(doc).map_err(Error::serialize::<T>)?;
         check_names(&body, OwnId::Derived).map_err(|e| e.into_error::<T>(target, id))?;
         body.append(IDENTITY_FIELD, identity.as_str());
@@ -70,7 +66,6 @@ impl Prepared {
             id_text: id.to_string(),
             identity,
             hash,
-            hash_v1,
             body,
             update_body,
             relative,

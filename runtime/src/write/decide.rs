@@ -52,12 +52,14 @@ pub(crate) enum Action<'a> {
 }
 
 /// The decision. `id`/`hash` are the document's derived id (as stored text) and content hash;
-/// `hash_v1` is, for a type hashed v2, its v1 hash, which counts as the same content.
+/// `hash_v1` gives, for a type hashed v2, its v1 hash, which counts as the same content: asked
+/// only when a stored hash is not `hash`, so a type hashed v2 walks its v1 encoding for the
+/// documents still stored under a v1 hash alone, not for every document it writes.
 pub(crate) fn decide<'a>(
     id: Ulid,
     id_text: &str,
     hash: &str,
-    hash_v1: Option<&str>,
+    hash_v1: impl FnOnce() -> Option<String>,
     stored: Option<Stored<'a>>,
     sent: Option<&Sent>,
 ) -> Action<'a> {
@@ -71,7 +73,7 @@ pub(crate) fn decide<'a>(
         return Action::Fork;
     }
     let stored_hash = stored.hash.and_then(Bson::as_str);
-    if stored_hash.is_some_and(|h| same_content(h, hash, || hash_v1)) {
+    if stored_hash.is_some_and(|h| same_content(h, hash, hash_v1)) {
         // Our content is stored. Ours if it carries the token of a statement we sent.
         return Action::Done(match sent {
             Some(Sent::Uncertain { token, insert }) if stored.token == Some(token.as_str()) => {
@@ -111,7 +113,7 @@ mod tests {
         };
         let (u_ins, u_upd, refused) = (uncertain(true), uncertain(false), Sent::Refused);
         let at = |id, hash, token| Some(Stored { id, hash, token });
-        let d = |stored, sent| decide(id(), ID, "h1", None, stored, sent);
+        let d = |stored, sent| decide(id(), ID, "h1", || None, stored, sent);
 
         // Nothing stored.
         assert_eq!(d(None, None), Action::Insert);
@@ -172,7 +174,7 @@ mod tests {
         // A type hashed v2 whose v1 hash is "g1": a stored "g1" is our content, written before
         // the upgrade; it stays (no write). A v1 type does not know "g1".
         let ours_v1 = Bson::String("g1".into());
-        let d2 = |stored, sent| decide(id(), ID, "h1", Some("g1"), stored, sent);
+        let d2 = |stored, sent| decide(id(), ID, "h1", || Some("g1".into()), stored, sent);
         assert_eq!(
             d2(at(&our_id, Some(&ours_v1), None), None),
             Action::Done(UpsertOutcome::Unchanged(id()))
@@ -346,7 +348,7 @@ mod model {
                 ulid(&id),
                 &id,
                 &hash,
-                hash_v1.as_deref(),
+                || hash_v1.clone(),
                 view,
                 sent.as_ref(),
             );

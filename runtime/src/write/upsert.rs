@@ -117,11 +117,16 @@ where
     ) -> Result<Outcomes<UpsertOutcome>, Error> {
         let first_attempt = !tries.is_retry();
         let describe = |i: usize| batch[i].doc.borrow().key_description();
+        let hash_v1 = |i: usize| {
+            let v1 = batch[i].doc.borrow().__content_hash_v1();
+            v1.map(|h| h.to_string())
+        };
         let call = UpsertCall {
             target: self.target,
             mode: self.mode,
             fields: self.fields,
             describe: &describe,
+            hash_v1: &hash_v1,
         };
         let items: Vec<&Prepared> = batch.iter().map(|i| &i.prepared).collect();
         let session = self.session.as_deref_mut();
@@ -157,6 +162,8 @@ pub(crate) struct UpsertCall<'a> {
     pub(crate) fields: Option<&'static [&'static str]>,
     /// Describes document `i`'s key, for a fork error (built only when needed).
     pub(crate) describe: &'a (dyn Fn(usize) -> String + Sync),
+    /// Document `i`'s v1 content hash, for a type hashed v2 (computed only when needed).
+    pub(crate) hash_v1: &'a (dyn Fn(usize) -> Option<String> + Sync),
 }
 
 /// What a batch's attempts have sent, kept across the retry policy's attempts: a lost reply
@@ -288,6 +295,7 @@ pub(crate) fn first_ingest_commands(
         mode: WriteMode::default(),
         fields,
         describe: &describe,
+        hash_v1: &|_| None,
     };
     let mut ledger = Ledger::new(items.len());
     let mut state = BatchState::new(items, &mut ledger.sent);
@@ -470,7 +478,7 @@ fn plan<'p>(
             p.id,
             &p.id_text,
             &p.hash,
-            p.hash_v1.as_deref(),
+            || (call.hash_v1)(i),
             view,
             state.sent[i].as_ref(),
         ) {
@@ -979,7 +987,7 @@ mod tests {
             let insert = insert_document(&p, "token");
             assert_unique_names(&command(&t, Command::Insert, &[&insert]).unwrap(), "insert");
             for mode in [WriteMode::Merge, WriteMode::Replace] {
-                let call = UpsertCall { target: &t, mode, fields: Some(fields), describe: &describe };
+                let call = UpsertCall { target: &t, mode, fields: Some(fields), describe: &describe, hash_v1: &|_| None };
                 let stored_hash = hash.then(|| Bson::String(p.hash.clone()));
                 let s = statement(&call, &p, stored_hash, "token").unwrap();
                 assert_unique_names(&command(&t, Command::Update, &[&s]).unwrap(), "update");
