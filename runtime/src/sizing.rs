@@ -43,11 +43,12 @@ pub(crate) enum Shape {
     /// reaches the limit is a span crowded with other documents, and what it did not find is
     /// read by identity.
     Span { limit: usize },
-    /// One `$in` read of the first `size` pending identities, then the span of the rest: how the `$in`
-    /// reads are measured again while spans are cheaper, for the price of one read instead of
-    /// a batch read their way (on FerretDB 2 / DocumentDB, whose `$in` on the identity index
-    /// costs several times a span, a batch of them cost more than the batch's span itself).
-    Sampled { size: usize, limit: usize },
+    /// One `$in` read of the first pending identities, as many as the read size in use, then
+    /// the span of the rest: how the `$in` reads are measured again while spans are cheaper,
+    /// for the price of one read instead of a batch read their way (on FerretDB 2 /
+    /// DocumentDB, whose `$in` on the identity index costs several times a span, a batch of
+    /// them cost more than the batch's span itself).
+    Sampled { limit: usize },
 }
 
 /// The documents a span read may return per pending identity before it is cut short: a span
@@ -121,10 +122,7 @@ impl ReadSizer {
         }
         let limit = pending.saturating_mul(SPAN_SLACK);
         let span = Shape::Span { limit };
-        let sample = Shape::Sampled {
-            size: self.ladder[s.at],
-            limit,
-        };
+        let sample = Shape::Sampled { limit };
         s.turns += 1;
         let (cheaper, other) = match s.whole {
             [None, _] => return span,
@@ -316,8 +314,9 @@ mod tests {
                     chosen.spans += second_half(b);
                     span
                 }
-                Shape::Sampled { size, limit } => {
-                    assert_eq!((size, limit), (sizer.size(), pending * SPAN_SLACK));
+                Shape::Sampled { limit } => {
+                    assert_eq!(limit, pending * SPAN_SLACK);
+                    let size = sizer.size();
                     chosen.samples += second_half(b);
                     let sample = by_in(size);
                     sizer.record(size, Duration::from_secs_f64(sample));

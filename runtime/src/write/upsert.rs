@@ -324,24 +324,23 @@ async fn read(
     let shape = target.reads.shape(pending.len(), first);
     let mut stored = HashMap::new();
     let mut rest = pending;
-    if let Shape::Sampled { size, .. } = shape {
-        let (part, after) = pending.split_at(size.min(pending.len()));
-        read_in(
+    if matches!(shape, Shape::Sampled { .. }) {
+        rest = read_next(
             target,
             state,
-            part,
+            rest,
             &mut stored,
             tries,
             session.as_deref_mut(),
         )
         .await?;
-        target.reads.record_sample(part.len(), started.elapsed());
+        let asked = pending.len() - rest.len();
+        target.reads.record_sample(asked, started.elapsed());
         started = Instant::now();
-        rest = after;
     }
     let unseen: Vec<usize>;
     let span = match shape {
-        Shape::Span { limit } | Shape::Sampled { limit, .. } if !rest.is_empty() => Some(limit),
+        Shape::Span { limit } | Shape::Sampled { limit } if !rest.is_empty() => Some(limit),
         _ => None,
     };
     if let Some(limit) = span {
@@ -359,13 +358,10 @@ async fn read(
         rest = &unseen;
     }
     while !rest.is_empty() {
-        let size = target.reads.size();
-        let (part, after) = rest.split_at(size.min(rest.len()));
-        rest = after;
-        read_in(
+        rest = read_next(
             target,
             state,
-            part,
+            rest,
             &mut stored,
             tries,
             session.as_deref_mut(),
@@ -385,15 +381,17 @@ async fn read(
     Ok(stored)
 }
 
-/// One `$in` read of the identities of `part` into `stored`, measured for the read sizes.
-async fn read_in(
+/// One `$in` read of the first of `rest`, as many as the read size in use, into `stored`,
+/// measured for the read sizes; returns the rest after them.
+async fn read_next<'r>(
     target: &Target,
     state: &BatchState<'_, '_>,
-    part: &[usize],
+    rest: &'r [usize],
     stored: &mut HashMap<String, StoredIdentity>,
     tries: &mut Attempts,
     session: Session<'_>,
-) -> Result<(), Error> {
+) -> Result<&'r [usize], Error> {
+    let (part, after) = rest.split_at(target.reads.size().min(rest.len()));
     let mut wanted = bson::RawArrayBuf::new();
     for &i in part {
         wanted.push(state.items[i].identity.as_str());
@@ -407,7 +405,7 @@ async fn read_in(
     let found: Vec<StoredIdentity> = op::find(target, filter, projection, tries, session).await?;
     target.reads.record(part.len(), at.elapsed());
     stored.extend(keyed(found));
-    Ok(())
+    Ok(after)
 }
 
 /// What is stored in the `_id` range from the least to the greatest id of `of` (pending
