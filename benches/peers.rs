@@ -196,11 +196,10 @@ async fn floor(db: &Database, docs: &[Post], phase: usize, per_command: usize) {
         }
     }
     assert_eq!(stored.len(), docs.len(), "the floor's read found every id");
-    let changed: Vec<&Post> = docs
+    let changed: Vec<(&Post, &(String, String))> = docs
         .iter()
         .zip(&mine)
         .filter(|(_, (id, hash))| stored[id] != *hash)
-        .map(|(p, _)| p)
         .collect();
     let expected = if phase == 2 {
         docs.len().div_ceil(100)
@@ -215,11 +214,11 @@ async fn floor(db: &Database, docs: &[Post], phase: usize, per_command: usize) {
     for chunk in changed.chunks(per_command) {
         let statements: Vec<Bson> = chunk
             .iter()
-            .map(|p| {
+            .map(|(p, (id, hash))| {
                 let mut set = bson::to_document(p).unwrap();
-                set.insert("_nk_hash", p.content_hash().unwrap().to_string());
+                set.insert("_nk_hash", hash);
                 Bson::Document(doc! {
-                    "q": { "_id": p.id().unwrap().to_string() },
+                    "q": { "_id": id },
                     "u": { "$set": set },
                     "multi": false,
                 })
