@@ -198,7 +198,19 @@ async fn adopt_killed_anywhere_then_rerun_ends_exact() {
         let landed = phase(&db, before).await;
         *phases.entry(landed).or_default() += 1;
         let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
-        let r = posts.adopt().on_conflict(newest).await.unwrap();
+        let mut r = posts.adopt().on_conflict(newest).await.unwrap();
+        if !r.failures.is_empty() {
+            // The engine finishes a command it received from the killed child: one that lands
+            // after this run's scan is a concurrent change, reported as one, which the next run
+            // finishes (`AdoptReport::failures`). Nothing else may fail, and only once.
+            let late = r
+                .failures
+                .iter()
+                .all(|(_, e)| matches!(e, natural_key::Error::ConcurrentChange { .. }));
+            assert!(late, "kill {k} ({landed}): {:?}", r.failures);
+            *phases.entry("written after the rerun's scan").or_default() += 1;
+            r = posts.adopt().on_conflict(newest).await.unwrap();
+        }
         assert!(
             r.failures.is_empty(),
             "kill {k} ({landed}): {:?}",

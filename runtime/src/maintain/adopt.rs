@@ -6,6 +6,9 @@
 //! [`LEGACY_IDS_FIELD`], delete the old documents. Killed anywhere, the next run finds either
 //! the old documents alone (and starts again) or the derived-id document beside old ones that
 //! it lists or that hold its content (and deletes them): never none, never two for good.
+//! The engine finishes a command a killed run sent: one that lands after the next run has
+//! read is a concurrent change to that run, which reports it ([`Error::ConcurrentChange`]) and
+//! leaves it to the run after.
 
 use std::collections::{HashMap, HashSet};
 use std::future::IntoFuture;
