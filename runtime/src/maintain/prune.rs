@@ -178,8 +178,7 @@ async fn prune<T: Send + Sync>(
             break;
         }
         for raw in batch {
-            let h: StoredIdentity =
-                bson::from_slice(raw.as_bytes()).map_err(Error::serialize::<StoredIdentity>)?;
+            let h = StoredIdentity::of_row(&raw).map_err(Error::serialize::<StoredIdentity>)?;
             let Some(identity) = h.identity else { continue };
             report.stored += 1;
             let known = identity

@@ -1,6 +1,6 @@
 //! `find` + `getMore`, to the primary, in the caller's session.
 
-use bson::{doc, Bson, RawDocumentBuf};
+use bson::{doc, Bson, RawDocument, RawDocumentBuf};
 use mongodb::error::ErrorKind;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -10,23 +10,38 @@ use crate::error::{classify, overloaded, server_code, throttle, Error, CURSOR_NO
 use crate::names::{HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
 use crate::retry::Attempts;
 
-/// What the guard reads of a stored [`NaturalKey`](crate::NaturalKey) document. Field names
-/// are the frozen stored names (`IDENTITY_FIELD`, `HASH_FIELD`, `WRITE_FIELD`).
-#[derive(Debug, Clone, Deserialize)]
+/// What the guard reads of a stored [`NaturalKey`](crate::NaturalKey) document, under the
+/// frozen stored names (`IDENTITY_FIELD`, `HASH_FIELD`, `WRITE_FIELD`).
+#[derive(Debug, Clone)]
 pub(crate) struct StoredIdentity {
-    #[serde(rename = "_id")]
     pub(crate) id: Bson,
-    #[serde(rename = "_nk_identity", default)]
     pub(crate) identity: Option<Bson>,
-    #[serde(rename = "_nk_hash", default)]
     pub(crate) hash: Option<Bson>,
-    #[serde(rename = "_nk_write", default)]
     pub(crate) token: Option<Bson>,
 }
 
 impl StoredIdentity {
     pub(crate) const PROJECTION: &'static [&'static str] =
         &["_id", IDENTITY_FIELD, HASH_FIELD, WRITE_FIELD];
+
+    /// Read off a row as the engine sent it: four fields, no `Document` tree in between.
+    /// `Err` for a row that is not BSON or has no `_id`; a field of ours that is `null` is
+    /// taken as absent.
+    pub(crate) fn of_row(row: &RawDocument) -> Result<Self, String> {
+        let field = |name: &str| -> Result<Option<Bson>, String> {
+            let value = row.get(name).map_err(|e| e.to_string())?;
+            value
+                .map(|v| Bson::try_from(v.to_raw_bson()).map_err(|e| e.to_string()))
+                .transpose()
+        };
+        let ours = |name: &str| Ok::<_, String>(field(name)?.filter(|v| *v != Bson::Null));
+        Ok(StoredIdentity {
+            id: field("_id")?.ok_or("a stored document without `_id`")?,
+            identity: ours(IDENTITY_FIELD)?,
+            hash: ours(HASH_FIELD)?,
+            token: ours(WRITE_FIELD)?,
+        })
+    }
 }
 
 /// What the already-applied check reads first of a stored event (it reads the whole document,
@@ -66,19 +81,109 @@ pub(crate) async fn find<T: DeserializeOwned>(
     cursor(target, cmd, tries, session).await
 }
 
-/// At most `limit` documents matching `filter`, with only `fields` projected.
-pub(crate) async fn find_limited<T: DeserializeOwned>(
+/// The guard's read: what is stored of the documents matching `filter` (at most `limit`).
+///
+/// Read through the driver's cursor, which hands each row over as the bytes the engine sent;
+/// [`cursor`] gets every reply as a `Document` tree and parses that again into rows, which
+/// was a third of the client's time in an unchanged re-ingest (measured with `perf`,
+/// docs/performance.md). The guard reads every document a batch writes, so it takes the
+/// cheaper path.
+///
+/// A `find` refused as busy is sent again, as by [`cursor`]. A guard read asks for its whole
+/// result in one batch ([`Limits::read_batch`](crate::Limits)); where it needs `getMore`s
+/// (a reply over 16 MiB, or a smaller `read_batch`), the driver sends them, and one that fails
+/// transiently (dropped cursor, overload, throttle) starts the read over within `tries`, where
+/// [`cursor`] would send a throttled `getMore` again in place.
+pub(crate) async fn find_identities(
     target: &Target,
     filter: RawDocumentBuf,
-    fields: &[&str],
-    limit: i64,
+    limit: Option<i64>,
     tries: &mut Attempts,
-    session: Session<'_>,
-) -> Result<Vec<T>, Error> {
-    let mut cmd = command(target, filter, Some(fields));
-    cmd.append("limit", limit);
-    cmd.append("batchSize", read_batch(target));
-    cursor(target, cmd, tries, session).await
+    mut session: Session<'_>,
+) -> Result<Vec<StoredIdentity>, Error> {
+    let mut cmd = command(target, filter, Some(StoredIdentity::PROJECTION));
+    if let Some(limit) = limit {
+        cmd.append("limit", limit);
+    }
+    let batch = read_batch(target);
+    cmd.append("batchSize", batch);
+    let batch = u32::try_from(batch).unwrap_or(u32::MAX);
+    let mut streak = 0;
+    loop {
+        let read = match session.as_deref_mut() {
+            Some(s) => rows_in(target, &cmd, batch, s).await,
+            None => rows(target, &cmd, batch).await,
+        };
+        let (e, opened) = match read {
+            Ok(rows) => return Ok(rows),
+            Err(failure) => failure,
+        };
+        // Refused before a cursor was opened: the `find` ran or not as the error says. Lost
+        // after: the driver's `getMore` may have moved the cursor, so the read starts over.
+        let again = match opened {
+            false => throttle(&target.namespace, &e, true),
+            true if server_code(&e) == Some(CURSOR_NOT_FOUND) || overloaded(&e) => {
+                Some(classify(e.clone()))
+            }
+            true => throttle(&target.namespace, &e, false),
+        };
+        let Some(again) = again else {
+            return Err(classify(e));
+        };
+        streak += 1;
+        tries.resend(again, streak).await?;
+    }
+}
+
+/// Every row of a guard read, without a caller's session: the driver's cursor keeps its
+/// `getMore`s in the session of its `find`. `Err` with whether the cursor was opened.
+async fn rows(
+    target: &Target,
+    cmd: &RawDocumentBuf,
+    batch: u32,
+) -> Result<Vec<StoredIdentity>, (mongodb::error::Error, bool)> {
+    let mut cursor = target
+        .db
+        .run_raw_cursor_command(cmd.clone())
+        .selection_criteria(super::primary())
+        .batch_size(batch)
+        .await
+        .map_err(|e| (e, false))?;
+    let mut out = Vec::new();
+    while cursor.advance().await.map_err(|e| (e, true))? {
+        out.push(row(cursor.current()).map_err(|e| (e, true))?);
+    }
+    Ok(out)
+}
+
+/// [`rows`] in the caller's session.
+async fn rows_in(
+    target: &Target,
+    cmd: &RawDocumentBuf,
+    batch: u32,
+    session: &mut mongodb::ClientSession,
+) -> Result<Vec<StoredIdentity>, (mongodb::error::Error, bool)> {
+    let mut cursor = target
+        .db
+        .run_raw_cursor_command(cmd.clone())
+        .selection_criteria(super::primary())
+        .batch_size(batch)
+        .session(&mut *session)
+        .await
+        .map_err(|e| (e, false))?;
+    let mut out = Vec::new();
+    while cursor.advance(session).await.map_err(|e| (e, true))? {
+        out.push(row(cursor.current()).map_err(|e| (e, true))?);
+    }
+    Ok(out)
+}
+
+/// A guard read's row; one that does not parse is a driver-level error (the engine answered
+/// something natural-key cannot read).
+fn row(raw: &RawDocument) -> Result<StoredIdentity, mongodb::error::Error> {
+    StoredIdentity::of_row(raw).map_err(|e| {
+        mongodb::error::Error::custom(format!("unexpected `find` reply from the server: {e}"))
+    })
 }
 
 /// The batch size of a read natural-key keeps whole ([`Limits::read_batch`](crate::Limits)).
@@ -423,5 +528,25 @@ mod tests {
         );
         assert_eq!(types_through(&Bson::MaxKey), None);
         assert_eq!(types_through(&Bson::Symbol("s".into())), None);
+    }
+
+    /// A guard read's row, read off the raw reply: what serde read before (a `null` of ours is
+    /// absent, `_id` is required, other fields are ignored).
+    #[test]
+    fn a_row_reads_its_four_fields_off_the_raw_reply() {
+        let raw = |d: bson::Document| RawDocumentBuf::from_document(&d).unwrap();
+        let row =
+            raw(doc! {"x": 1, "_id": "a", "_nk_identity": "i", "_nk_hash": "h", "_nk_write": "t"});
+        let s = StoredIdentity::of_row(&row).unwrap();
+        assert_eq!(s.id, Bson::String("a".into()));
+        assert_eq!(s.identity, Some(Bson::String("i".into())));
+        assert_eq!(s.hash, Some(Bson::String("h".into())));
+        assert_eq!(s.token, Some(Bson::String("t".into())));
+        let s = StoredIdentity::of_row(&raw(doc! {"_id": 7, "_nk_hash": null})).unwrap();
+        assert_eq!(
+            (s.id, s.identity, s.hash, s.token),
+            (Bson::Int32(7), None, None, None)
+        );
+        assert!(StoredIdentity::of_row(&raw(doc! {"_nk_identity": "i"})).is_err());
     }
 }

@@ -11,7 +11,7 @@ mod hello;
 mod indexes;
 pub(crate) mod write;
 
-pub(crate) use find::{find, find_limited, is_empty, Scan, StoredEvent, StoredIdentity};
+pub(crate) use find::{find, find_identities, is_empty, Scan, StoredEvent, StoredIdentity};
 #[cfg(test)]
 pub(crate) use hello::Hello;
 pub(crate) use indexes::{create_index, list_indexes, IndexInfo};

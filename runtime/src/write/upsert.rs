@@ -400,9 +400,8 @@ async fn read_next<'r>(
     condition.append("$in", wanted);
     let mut filter = RawDocumentBuf::new();
     filter.append(IDENTITY_FIELD, condition);
-    let projection = Some(StoredIdentity::PROJECTION);
     let at = Instant::now();
-    let found: Vec<StoredIdentity> = op::find(target, filter, projection, tries, session).await?;
+    let found = op::find_identities(target, filter, None, tries, session).await?;
     target.reads.record(part.len(), at.elapsed());
     stored.extend(keyed(found));
     Ok(after)
@@ -428,15 +427,7 @@ async fn read_span(
     let mut filter = RawDocumentBuf::new();
     filter.append("_id", range);
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    op::find_limited(
-        target,
-        filter,
-        StoredIdentity::PROJECTION,
-        limit,
-        tries,
-        session,
-    )
-    .await
+    op::find_identities(target, filter, Some(limit), tries, session).await
 }
 
 /// Found documents by their identity; one without (not ours) is left out.
