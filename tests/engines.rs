@@ -756,6 +756,53 @@ async fn a_get_more_that_may_have_run_is_not_sent_again() {
     );
 }
 
+/// A guard read of many batches on an engine that keeps refusing reads as busy: after a
+/// refused `getMore` the read goes on by commands whose refused `getMore`s are sent again in
+/// place, and it ends. Started over at every refusal instead, a read of seven commands half of
+/// which are refused would need about 128 starts, far past the policy's ten.
+#[tokio::test]
+async fn a_guard_read_of_many_batches_ends_on_an_engine_that_keeps_throttling() {
+    let (direct, _, proxy) = through_engine("throttled_get_more", Engine::none(), 16).await;
+    let docs = corpus(300);
+    let stored = Collection::<Post>::open(&direct, "posts").await.unwrap();
+    stored.upsert_many(&docs).await.unwrap();
+    let commands = support::Commands::default();
+    let client = support::client_for(&proxy.uri(), &commands).await;
+    let db = client.database(direct.name());
+    // Guard reads in replies of 50: the read of 300 identities is a `find` and six `getMore`s.
+    let deployment = natural_key::Deployment::detect(db.client()).await.unwrap();
+    let limits = natural_key::Limits {
+        read_batch: 50,
+        min_read_identities: 300,
+        max_read_identities: 300,
+        span_reads: false,
+        ..deployment.limits()
+    };
+    let posts = Collection::new(db.collection::<Post>("posts"))
+        .deployment(deployment.with_limits(limits))
+        .await
+        .unwrap();
+    commands.reset();
+    proxy.set_engine(Engine {
+        throttle_reads: 0.5,
+        retry_after_ms: 1,
+        ..Engine::none()
+    });
+    let r = posts.upsert_many(&docs).retry(RetryPolicy::default()).await;
+    let reads: Vec<String> = commands
+        .sequence()
+        .into_iter()
+        .filter(|c| c == "find" || c == "getMore")
+        .collect();
+    let r = r.unwrap_or_else(|e| panic!("{e}: {reads:?} {:?}", proxy.stats()));
+    assert_eq!((r.unchanged, r.failures.len()), (300, 0), "{r:?}");
+    if !reads.contains(&"getMore".to_string()) {
+        // mongo-java-server answers a whole result in its first batch.
+        return;
+    }
+    assert!(proxy.stats().throttled_reads > 0, "{reads:?}");
+}
+
 /// A unique index the engine will not build (here: stored documents already share an
 /// identity; on Cosmos DB also any non-empty collection) is a typed error naming the remedy,
 /// not the engine's bare refusal.

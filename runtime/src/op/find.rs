@@ -91,9 +91,10 @@ pub(crate) async fn find<T: DeserializeOwned>(
 ///
 /// A `find` refused as busy is sent again, as by [`cursor`]. A guard read asks for its whole
 /// result in one batch ([`Limits::read_batch`](crate::Limits)); where it needs `getMore`s
-/// (a reply over 16 MiB, or a smaller `read_batch`), the driver sends them, and one that fails
-/// transiently (dropped cursor, overload, throttle) starts the read over within `tries`, where
-/// [`cursor`] would send a throttled `getMore` again in place.
+/// (a reply over 16 MiB, or a smaller `read_batch`), the driver sends them, and after one that
+/// fails transiently (dropped cursor, overload, throttle) the read is done again by
+/// [`cursor`], whose throttled `getMore`s are sent again in place: restarting a read of many
+/// batches at each throttle would never end on an engine that keeps throttling.
 pub(crate) async fn find_identities(
     target: &Target,
     filter: RawDocumentBuf,
@@ -132,6 +133,13 @@ pub(crate) async fn find_identities(
         };
         streak += 1;
         tries.resend(again, streak).await?;
+        if opened {
+            let found: Vec<bson::Document> = cursor(target, cmd, tries, session).await?;
+            let of = |d: &bson::Document| {
+                row(&RawDocumentBuf::from_document(d).map_err(mongodb::error::Error::custom)?)
+            };
+            return found.iter().map(|d| of(d).map_err(classify)).collect();
+        }
     }
 }
 
