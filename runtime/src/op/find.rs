@@ -28,18 +28,28 @@ impl StoredIdentity {
     /// `Err` for a row that is not BSON or has no `_id`; a field of ours that is `null` is
     /// taken as absent.
     pub(crate) fn of_row(row: &RawDocument) -> Result<Self, String> {
-        let field = |name: &str| -> Result<Option<Bson>, String> {
-            let value = row.get(name).map_err(|e| e.to_string())?;
-            value
-                .map(|v| Bson::try_from(v.to_raw_bson()).map_err(|e| e.to_string()))
-                .transpose()
-        };
-        let ours = |name: &str| Ok::<_, String>(field(name)?.filter(|v| *v != Bson::Null));
+        let (mut id, mut identity, mut hash, mut token) = (None, None, None, None);
+        // One pass over the row (a lookup by name walks it from the start each time); the
+        // first of a repeated name counts, as for a lookup.
+        for element in row {
+            let (name, value) = element.map_err(|e| e.to_string())?;
+            let slot = match name {
+                "_id" => &mut id,
+                IDENTITY_FIELD => &mut identity,
+                HASH_FIELD => &mut hash,
+                WRITE_FIELD => &mut token,
+                _ => continue,
+            };
+            if slot.is_none() {
+                *slot = Some(Bson::try_from(value.to_raw_bson()).map_err(|e| e.to_string())?);
+            }
+        }
+        let ours = |v: Option<Bson>| v.filter(|v| *v != Bson::Null);
         Ok(StoredIdentity {
-            id: field("_id")?.ok_or("a stored document without `_id`")?,
-            identity: ours(IDENTITY_FIELD)?,
-            hash: ours(HASH_FIELD)?,
-            token: ours(WRITE_FIELD)?,
+            id: id.ok_or("a stored document without `_id`")?,
+            identity: ours(identity),
+            hash: ours(hash),
+            token: ours(token),
         })
     }
 }

@@ -430,11 +430,15 @@ async fn read_span(
     op::find_identities(target, filter, Some(limit), tries, session).await
 }
 
-/// Found documents by their identity; one without (not ours) is left out.
+/// Found documents by their identity, moved out of them as the key; one without (not ours)
+/// is left out.
 fn keyed(found: Vec<StoredIdentity>) -> impl Iterator<Item = (String, StoredIdentity)> {
     found
         .into_iter()
-        .filter_map(|d| Some((d.identity.as_ref()?.as_str()?.to_string(), d)))
+        .filter_map(|mut d| match d.identity.take() {
+            Some(Bson::String(identity)) => Some((identity, d)),
+            _ => None,
+        })
 }
 
 /// Decides every pending item: settles what needs no write, and returns the `insert`
