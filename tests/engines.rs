@@ -703,19 +703,25 @@ async fn dropped_cursors_are_read_again_never_skipped() {
     assert_eq!(stored_posts(&direct).await, kept);
 }
 
-/// A `getMore` that may have run (answered 463 `SystemOverloadedError` alone, after it ran)
-/// moved its cursor on: sent again, it would skip a batch of the guard read. The read starts
-/// over instead: on the wire, the next read command after it is a `find`.
-#[tokio::test]
-async fn a_get_more_that_may_have_run_is_not_sent_again() {
-    let (direct, _, proxy) = through_engine("get_more_ran", Engine::none(), 15).await;
+/// A re-ingest of 300 unchanged posts through an engine in `mode`, its guard reads in replies
+/// of 50 (a `find` and six `getMore`s) under the default policy: its result, the read commands
+/// it sent (`find`, `getMore`) and the proxy's counts.
+async fn reingest_in_replies_of_50(
+    test: &str,
+    seed: u64,
+    mode: Engine,
+) -> (
+    Result<natural_key::BatchReport, natural_key::BatchError>,
+    Vec<String>,
+    proxy::Stats,
+) {
+    let (direct, _, proxy) = through_engine(test, Engine::none(), seed).await;
     let docs = corpus(300);
     let stored = Collection::<Post>::open(&direct, "posts").await.unwrap();
     stored.upsert_many(&docs).await.unwrap();
     let commands = support::Commands::default();
     let client = support::client_for(&proxy.uri(), &commands).await;
     let db = client.database(direct.name());
-    // Guard reads in replies of 50: the read of 300 identities needs `getMore`s.
     let deployment = natural_key::Deployment::detect(db.client()).await.unwrap();
     let limits = natural_key::Limits {
         read_batch: 50,
@@ -729,20 +735,29 @@ async fn a_get_more_that_may_have_run_is_not_sent_again() {
         .await
         .unwrap();
     commands.reset();
-    proxy.set_engine(Engine {
-        overload_after_apply: 1.0,
-        at_most: 1,
-        ..Engine::none()
-    });
+    proxy.set_engine(mode);
     let r = posts.upsert_many(&docs).retry(RetryPolicy::default()).await;
-    let reads: Vec<String> = commands
+    let reads = commands
         .sequence()
         .into_iter()
         .filter(|c| c == "find" || c == "getMore")
         .collect();
+    (r, reads, proxy.stats())
+}
+
+/// A `getMore` that may have run (answered 463 `SystemOverloadedError` alone, after it ran)
+/// moved its cursor on: sent again, it would skip a batch of the guard read. The read starts
+/// over instead: on the wire, the next read command after it is a `find`.
+#[tokio::test]
+async fn a_get_more_that_may_have_run_is_not_sent_again() {
+    let mode = Engine {
+        overload_after_apply: 1.0,
+        at_most: 1,
+        ..Engine::none()
+    };
+    let (r, reads, stats) = reingest_in_replies_of_50("get_more_ran", 15, mode).await;
     let r = r.unwrap_or_else(|e| panic!("{e}: {reads:?}"));
     assert_eq!((r.unchanged, r.failures.len()), (300, 0), "{r:?}");
-    let stats = proxy.stats();
     if stats.overloaded_after_apply == 0 {
         // mongo-java-server answers a whole result in its first batch: no `getMore`.
         assert!(!reads.contains(&"getMore".to_string()), "{reads:?}");
@@ -762,45 +777,19 @@ async fn a_get_more_that_may_have_run_is_not_sent_again() {
 /// which are refused would need about 128 starts, far past the policy's ten.
 #[tokio::test]
 async fn a_guard_read_of_many_batches_ends_on_an_engine_that_keeps_throttling() {
-    let (direct, _, proxy) = through_engine("throttled_get_more", Engine::none(), 16).await;
-    let docs = corpus(300);
-    let stored = Collection::<Post>::open(&direct, "posts").await.unwrap();
-    stored.upsert_many(&docs).await.unwrap();
-    let commands = support::Commands::default();
-    let client = support::client_for(&proxy.uri(), &commands).await;
-    let db = client.database(direct.name());
-    // Guard reads in replies of 50: the read of 300 identities is a `find` and six `getMore`s.
-    let deployment = natural_key::Deployment::detect(db.client()).await.unwrap();
-    let limits = natural_key::Limits {
-        read_batch: 50,
-        min_read_identities: 300,
-        max_read_identities: 300,
-        span_reads: false,
-        ..deployment.limits()
-    };
-    let posts = Collection::new(db.collection::<Post>("posts"))
-        .deployment(deployment.with_limits(limits))
-        .await
-        .unwrap();
-    commands.reset();
-    proxy.set_engine(Engine {
+    let mode = Engine {
         throttle_reads: 0.5,
         retry_after_ms: 1,
         ..Engine::none()
-    });
-    let r = posts.upsert_many(&docs).retry(RetryPolicy::default()).await;
-    let reads: Vec<String> = commands
-        .sequence()
-        .into_iter()
-        .filter(|c| c == "find" || c == "getMore")
-        .collect();
-    let r = r.unwrap_or_else(|e| panic!("{e}: {reads:?} {:?}", proxy.stats()));
+    };
+    let (r, reads, stats) = reingest_in_replies_of_50("throttled_get_more", 16, mode).await;
+    let r = r.unwrap_or_else(|e| panic!("{e}: {reads:?} {stats:?}"));
     assert_eq!((r.unchanged, r.failures.len()), (300, 0), "{r:?}");
     if !reads.contains(&"getMore".to_string()) {
         // mongo-java-server answers a whole result in its first batch.
         return;
     }
-    assert!(proxy.stats().throttled_reads > 0, "{reads:?}");
+    assert!(stats.throttled_reads > 0, "{reads:?}");
 }
 
 /// A unique index the engine will not build (here: stored documents already share an

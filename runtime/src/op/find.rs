@@ -160,13 +160,7 @@ async fn rows(
     cmd: &RawDocumentBuf,
     batch: u32,
 ) -> Result<Vec<StoredIdentity>, (mongodb::error::Error, bool)> {
-    let mut cursor = target
-        .db
-        .run_raw_cursor_command(cmd.clone())
-        .selection_criteria(super::primary())
-        .batch_size(batch)
-        .await
-        .map_err(|e| (e, false))?;
+    let mut cursor = open(target, cmd, batch).await.map_err(|e| (e, false))?;
     let mut out = Vec::new();
     while cursor.advance().await.map_err(|e| (e, true))? {
         out.push(row(cursor.current()).map_err(|e| (e, true))?);
@@ -181,11 +175,7 @@ async fn rows_in(
     batch: u32,
     session: &mut mongodb::ClientSession,
 ) -> Result<Vec<StoredIdentity>, (mongodb::error::Error, bool)> {
-    let mut cursor = target
-        .db
-        .run_raw_cursor_command(cmd.clone())
-        .selection_criteria(super::primary())
-        .batch_size(batch)
+    let mut cursor = open(target, cmd, batch)
         .session(&mut *session)
         .await
         .map_err(|e| (e, false))?;
@@ -194,6 +184,19 @@ async fn rows_in(
         out.push(row(cursor.current()).map_err(|e| (e, true))?);
     }
     Ok(out)
+}
+
+/// The driver's cursor command of a guard read, to the primary.
+fn open<'a>(
+    target: &'a Target,
+    cmd: &RawDocumentBuf,
+    batch: u32,
+) -> mongodb::action::RunCursorCommand<'a> {
+    target
+        .db
+        .run_raw_cursor_command(cmd.clone())
+        .selection_criteria(super::primary())
+        .batch_size(batch)
 }
 
 /// A guard read's row; one that does not parse is a driver-level error (the engine answered

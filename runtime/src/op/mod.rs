@@ -1,6 +1,7 @@
 //! Wire operations: every command natural-key sends is built in exactly one place here, sent
 //! with the handle's settings — primary read preference, the collection's write concern, the
-//! caller's session — and its reply parsed into serde structs.
+//! caller's session — and its reply parsed into serde structs (the guard's read, which reads
+//! every document a batch writes, off the driver's raw rows: `find::find_identities`).
 //!
 //! Reads that decide a write go to the primary whatever the client, database or collection is
 //! configured with: a lagging secondary would show an old hash and turn an edit into a lost
