@@ -743,9 +743,9 @@ const NOT_RUN: [&str; 2] = ["RetryableError", "NoWritesPerformed"];
 /// The engine refused a command on `namespace` as busy, having run none of it: a throttle
 /// code ([`THROTTLE_CODES`]) or an overload error labelled not run; for a `rerunnable`
 /// command (a `find`, which changes nothing if it ran), any overload error. The
-/// [`Error::Throttled`] to wait on and, if the policy gives up, to report. Only the engine's answer counts: the driver puts the same
-/// labels on a connection it could not open (one to a silent engine, say), which is a network
-/// error, transient, not the engine asking to wait.
+/// [`Error::Throttled`] to wait on and, if the policy gives up, to report. Only the engine's
+/// answer counts: the driver puts the same labels on a connection it could not open (one to a
+/// silent engine, say), which is a network error, transient, not the engine asking to wait.
 pub(crate) fn throttle(
     namespace: &str,
     e: &mongodb::error::Error,

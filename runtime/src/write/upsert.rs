@@ -980,7 +980,9 @@ mod tests {
             let insert = insert_document(&p, "token");
             assert_unique_names(&command(&t, Command::Insert, &[&insert]).unwrap(), "insert");
             for mode in [WriteMode::Merge, WriteMode::Replace] {
-                let call = UpsertCall { target: &t, mode, fields: Some(fields), describe: &describe, hash_v1: &|_| None };
+                let call = UpsertCall {
+                    target: &t, mode, fields: Some(fields), describe: &describe, hash_v1: &|_| None,
+                };
                 let stored_hash = hash.then(|| Bson::String(p.hash.clone()));
                 let s = statement(&call, &p, stored_hash, "token").unwrap();
                 assert_unique_names(&command(&t, Command::Update, &[&s]).unwrap(), "update");
