@@ -162,11 +162,18 @@ async fn collect<P: Unit, D, S: Stream<Item = D>>(
         failures: Vec::new(),
         done: false,
     };
-    let mut identities = std::collections::HashSet::new();
+    // Hashes of the batch's identities, not copies: a collision (2^-64 per pair) only starts
+    // the next batch early, it never lets two documents of one identity share a batch.
+    use foldhash::fast::FixedState;
+    let hash = |id: &str| std::hash::BuildHasher::hash_one(&FixedState::default(), id);
+    let mut identities = std::collections::HashSet::with_capacity_and_hasher(
+        batch.items.capacity(),
+        FixedState::default(),
+    );
     let mut bytes = 0;
     if let Some(item) = carry.take() {
         if let Some(id) = item.prepared.identity() {
-            identities.insert(id.to_string());
+            identities.insert(hash(id));
         }
         bytes += item.prepared.bytes();
         batch.items.push(item);
@@ -185,9 +192,8 @@ async fn collect<P: Unit, D, S: Stream<Item = D>>(
         };
         let size = prepared.bytes();
         let full = !batch.items.is_empty() && bytes + size > MAX_BATCH_BYTES;
-        let repeated = prepared
-            .identity()
-            .is_some_and(|id| identities.contains(id));
+        let identity = prepared.identity().map(hash);
+        let repeated = identity.is_some_and(|h| identities.contains(&h));
         let item = Item {
             index,
             prepared,
@@ -197,8 +203,8 @@ async fn collect<P: Unit, D, S: Stream<Item = D>>(
             *carry = Some(item);
             break;
         }
-        if let Some(id) = item.prepared.identity() {
-            identities.insert(id.to_string());
+        if let Some(h) = identity {
+            identities.insert(h);
         }
         bytes += size;
         batch.items.push(item);
