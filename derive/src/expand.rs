@@ -119,10 +119,13 @@ fn content_hash(input: &Container, p: &TokenStream, krate: &TokenStream) -> Toke
         let member = f.ident;
         // v1 hashed the identifier as the derive sees it, `r#` included.
         let name = member.to_string();
+        // The name's encoding, built at compile time: `n` bytes, 9 of head.
+        let n = proc_macro2::Literal::usize_unsuffixed(9 + name.len());
+        let head = quote!(&const { #p::name_head::<#n>(#name) });
         match input.content_version() {
-            ContentVersion::V1 => quote!(__hasher.field::<Self, _>(#name, &self.#member)?;),
+            ContentVersion::V1 => quote!(__hasher.field::<Self, _, #n>(#head, &self.#member)?;),
             ContentVersion::V2 => {
-                quote!((&#p::V1Field(&self.#member)).v1_field::<Self>(__hasher, #name)?;)
+                quote!((&#p::V1Field(&self.#member)).v1_field::<Self, #n>(__hasher, #head)?;)
             }
         }
     };

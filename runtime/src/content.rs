@@ -122,6 +122,23 @@ pub fn canonical_hash<T: Serialize + ?Sized>(value: &T) -> Result<ContentHash, E
 }
 
 /// Streams a document's hashed fields; generated `content_hash` code drives it.
+/// A field name as the encoding writes every text ([`Canon::str`]: its tag, its length as a
+/// big-endian `u64`, its bytes), at compile time: `N` is 9 and the name's length.
+#[doc(hidden)]
+pub const fn name_head<const N: usize>(name: &str) -> [u8; N] {
+    let name = name.as_bytes();
+    assert!(N == 9 + name.len(), "a name's head is 9 bytes and the name");
+    let mut head = [0u8; N];
+    head[0] = tag::STR;
+    let len = (name.len() as u64).to_be_bytes();
+    let mut i = 0;
+    while i < N - 1 {
+        head[1 + i] = if i < 8 { len[i] } else { name[i - 8] };
+        i += 1;
+    }
+    head
+}
+
 #[doc(hidden)]
 pub struct ContentHasher {
     h: Buffered,
@@ -141,14 +158,18 @@ impl ContentHasher {
     }
 
     /// One field: its name, then its canonical value.
-    pub fn field<Owner: ?Sized, V: Serialize + ?Sized>(
+    /// One field: its name as [`name_head`] encodes it (a constant the derive builds), then
+    /// its value. A copy of a constant length, where encoding the name here took a call per
+    /// field to copy a length only known at run time.
+    pub fn field<Owner: ?Sized, V: Serialize + ?Sized, const N: usize>(
         &mut self,
-        name: &'static str,
+        head: &[u8; N],
         value: &V,
     ) -> Result<(), Error> {
-        let mut c = Canon { out: &mut self.h };
-        c.str(name);
-        value.serialize(&mut c).map_err(Error::serialize::<Owner>)
+        self.h.put(head);
+        value
+            .serialize(&mut Canon { out: &mut self.h })
+            .map_err(Error::serialize::<Owner>)
     }
 
     pub fn finish(mut self) -> ContentHash {
@@ -171,31 +192,32 @@ pub struct V1Field<'a, T: ?Sized>(pub &'a T);
 /// A `Serialize` field on the v1 walk: hashed as v1 did.
 #[doc(hidden)]
 pub trait V1Hashable {
-    fn v1_field<Owner: ?Sized>(
+    fn v1_field<Owner: ?Sized, const N: usize>(
         &self,
         hasher: &mut ContentHasher,
-        name: &'static str,
+        head: &[u8; N],
     ) -> Result<(), Error>;
 }
 
 impl<T: Serialize + ?Sized> V1Hashable for V1Field<'_, T> {
-    fn v1_field<Owner: ?Sized>(
+    fn v1_field<Owner: ?Sized, const N: usize>(
         &self,
         hasher: &mut ContentHasher,
-        name: &'static str,
+        head: &[u8; N],
     ) -> Result<(), Error> {
-        hasher.field::<Owner, T>(name, self.0)
+        hasher.field::<Owner, T, N>(head, self.0)
     }
 }
 
 /// A field that is not `Serialize` on the v1 walk: the type has no v1 hash.
 #[doc(hidden)]
 pub trait V1Unhashable {
-    fn v1_field<Owner: ?Sized>(
+    fn v1_field<Owner: ?Sized, const N: usize>(
         &self,
         _: &mut ContentHasher,
-        name: &'static str,
+        head: &[u8; N],
     ) -> Result<(), Error> {
+        let name = String::from_utf8_lossy(&head[9..]);
         Err(Error::serialize::<Owner>(format_args!(
             "field `{name}` is not Serialize: no v1 content hash"
         )))
@@ -757,6 +779,23 @@ mod tests {
         out
     }
 
+    /// A field name's head, built at compile time, is the encoding of the name as a text:
+    /// what `field` hashed before heads existed, so no stored hash moves.
+    #[test]
+    fn a_name_head_is_the_names_encoding_as_text() {
+        fn text(name: &str) -> Vec<u8> {
+            let mut out = Vec::new();
+            Canon { out: &mut out }.str(name);
+            out
+        }
+        assert_eq!(name_head::<9>("").as_slice(), text(""));
+        assert_eq!(name_head::<13>("slug").as_slice(), text("slug"));
+        assert_eq!(name_head::<15>("r#type").as_slice(), text("r#type"));
+        assert_eq!(name_head::<16>("größe").as_slice(), text("größe"));
+        let long = "f".repeat(300);
+        assert_eq!(name_head::<309>(&long).as_slice(), text(&long));
+    }
+
     fn sha(parts: &[&[u8]]) -> ContentHash {
         let mut h = Sha256::new();
         for p in parts {
@@ -826,10 +865,10 @@ mod tests {
                 .filter(|n| !skip.contains(n))
             {
                 match name {
-                    "a" => h.field::<Plain, _>(name, &d.a),
-                    "b" => h.field::<Plain, _>(name, &d.b),
-                    "m" => h.field::<Plain, _>(name, &d.m),
-                    _ => h.field::<Plain, _>(name, &d.n),
+                    "a" => h.field::<Plain, _, 10>(&name_head("a"), &d.a),
+                    "b" => h.field::<Plain, _, 10>(&name_head("b"), &d.b),
+                    "m" => h.field::<Plain, _, 10>(&name_head("m"), &d.m),
+                    _ => h.field::<Plain, _, 10>(&name_head("n"), &d.n),
                 }
                 .unwrap();
             }

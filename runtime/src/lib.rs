@@ -60,7 +60,9 @@ pub use ulid::Ulid;
 /// Items generated code refers to; not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::content::{content_hash_v2, ContentHasher, V1Field, V1Hashable, V1Unhashable};
+    pub use crate::content::{
+        content_hash_v2, name_head, ContentHasher, V1Field, V1Hashable, V1Unhashable,
+    };
     pub use crate::key::{check_timestamp, KeySink, Normalize, WriteKey};
     /// What `Indexes::index_models` returns (the name generated code uses).
     pub use crate::traits::IndexSpec as IndexModel;

@@ -832,8 +832,8 @@ mod tests {
             crate::key::check_timestamp("at", self.at.into())
         }
         fn __write_content(&self, hasher: &mut ContentHasher) -> Result<(), Error> {
-            hasher.field::<Self, _>("key", &self.key)?;
-            hasher.field::<Self, _>("extra", &self.extra)
+            hasher.field::<Self, _, 12>(&crate::content::name_head("key"), &self.key)?;
+            hasher.field::<Self, _, 14>(&crate::content::name_head("extra"), &self.extra)
         }
     }
 
