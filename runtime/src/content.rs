@@ -121,7 +121,6 @@ pub fn canonical_hash<T: Serialize + ?Sized>(value: &T) -> Result<ContentHash, E
     Ok(ContentHash(h.finish()))
 }
 
-/// Streams a document's hashed fields; generated `content_hash` code drives it.
 /// A field name as the encoding writes every text ([`Canon::str`]: its tag, its length as a
 /// big-endian `u64`, its bytes), at compile time: `N` is 9 and the name's length.
 #[doc(hidden)]
@@ -139,6 +138,7 @@ pub const fn name_head<const N: usize>(name: &str) -> [u8; N] {
     head
 }
 
+/// Streams a document's hashed fields; generated `content_hash` code drives it.
 #[doc(hidden)]
 pub struct ContentHasher {
     h: Buffered,
@@ -157,7 +157,6 @@ impl ContentHasher {
         ContentHasher { h }
     }
 
-    /// One field: its name, then its canonical value.
     /// One field: its name as [`name_head`] encodes it (a constant the derive builds), then
     /// its value. A copy of a constant length, where encoding the name here took a call per
     /// field to copy a length only known at run time.

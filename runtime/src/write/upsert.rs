@@ -216,9 +216,9 @@ enum Unnamed {
     AdoptionMissed(String),
 }
 
-/// What a read found, by identity. The keys are SHA-256 texts the read asked for (its filter
-/// names each), so nothing outside chooses them: a fast hash, not SipHash, which took a tenth
-/// of the client's time in an unchanged re-ingest.
+/// What a read found, by identity: the stored `_nk_identity` texts (SHA-256 in hex for all
+/// that natural-key wrote), hashed by foldhash, randomly seeded, instead of SipHash, which
+/// took a tenth of the client's time in an unchanged re-ingest.
 type Found = HashMap<String, StoredIdentity, foldhash::fast::RandomState>;
 
 /// The stored `_id` and hash under an identity (`None`: nothing stored).
