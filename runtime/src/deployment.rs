@@ -60,7 +60,7 @@ impl Engine {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// The largest document the engine stores (`hello.maxBsonObjectSize`); a larger one is
-    /// refused before it is sent, as [`Error::DocumentTooLarge`].
+    /// refused before it is sent, as [`Error::DocumentTooLarge`](crate::Error::DocumentTooLarge).
     pub max_document_bytes: usize,
     /// Most bytes of documents or statements in one `insert`/`update` command.
     pub max_command_bytes: usize,

@@ -1,7 +1,7 @@
 //! [`KeySpec`]: a natural key described at run time — which stored BSON fields are the
 //! identity keys and which is the timestamp — for documents without a Rust type at hand (the
 //! `natural-key` command line). It derives what `#[derive(NaturalKey)]` derives from the same
-//! fields, through the same [`KeySink`](crate::key::KeySink), and audits through the same scan.
+//! fields, through the same [`KeySink`], and audits through the same scan.
 //!
 //! Its items live here, not at the crate root, as most programs never need them:
 //!

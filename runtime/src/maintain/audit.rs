@@ -37,7 +37,7 @@ impl Finding {
     }
 }
 
-/// What [`Collection::audit`] (or [`KeySpec::audit`](crate::KeySpec::audit)) found. `Display`
+/// What [`Collection::audit`] (or [`KeySpec::audit`](crate::spec::KeySpec::audit)) found. `Display`
 /// is a table.
 ///
 /// ```
@@ -68,7 +68,7 @@ pub struct AuditReport {
     /// false.
     pub hash_drift: Finding,
     /// Whether `_nk_hash` was compared with the content hash. Only a Rust type knows what its
-    /// hash covers: an audit by a [`KeySpec`](crate::KeySpec) cannot check it, counts documents
+    /// hash covers: an audit by a [`KeySpec`](crate::spec::KeySpec) cannot check it, counts documents
     /// at their derived id with their identity as `clean` whatever their hash, and leaves
     /// `hash_drift` empty (not checked, rather than none found).
     pub hash_checked: bool,
