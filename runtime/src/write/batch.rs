@@ -163,12 +163,14 @@ async fn collect<P: Unit, D, S: Stream<Item = D>>(
         done: false,
     };
     // Hashes of the batch's identities, not copies: a collision (2^-64 per pair) only starts
-    // the next batch early, it never lets two documents of one identity share a batch.
-    use foldhash::fast::FixedState;
-    let hash = |id: &str| std::hash::BuildHasher::hash_one(&FixedState::default(), id);
+    // the next batch early, it never lets two documents of one identity share a batch. Seeded
+    // at random, so no input (keys are the user's data) can be made to collide.
+    use foldhash::fast::RandomState;
+    let seed = RandomState::default();
+    let hash = |id: &str| std::hash::BuildHasher::hash_one(&seed, id);
     let mut identities = std::collections::HashSet::with_capacity_and_hasher(
         batch.items.capacity(),
-        FixedState::default(),
+        RandomState::default(),
     );
     let mut bytes = 0;
     if let Some(item) = carry.take() {
