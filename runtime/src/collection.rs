@@ -12,8 +12,8 @@ use ulid::Ulid;
 
 use crate::deployment::Deployment;
 use crate::error::{classify, index_over_duplicates, Error, DUPLICATE_KEY_CODE, INTERNAL_ERROR};
-use crate::names::IDENTITY_FIELD;
-use crate::op::{self, IndexInfo, Target};
+use crate::names::{IDEMPOTENCY_FIELD, IDENTITY_FIELD};
+use crate::op::{self, IndexInfo, Placement, Target};
 use crate::stored::struct_fields;
 use crate::traits::{IndexSpec, Indexes, NaturalKey};
 
@@ -153,11 +153,27 @@ impl<T: Send + Sync> OpenCollection<T> {
         self
     }
 
-    /// Declares the collection sharded or partitioned (default: sharded when connected to a
-    /// mongos). Every write filter then carries `_nk_identity` besides `_id`, as an upsert on
-    /// a sharded collection must carry its shard key: both supported shard keys,
-    /// `{_nk_identity: 1}` and `{_id: "hashed"}`, work. Set it for Azure Cosmos DB partitioned
-    /// collections, which a connection cannot detect.
+    /// Declares the collection sharded or partitioned on `_nk_identity`: every write filter
+    /// then carries it besides `_id`, so that each write goes to the one shard that holds the
+    /// document. By default the handle finds out by itself: connected to a mongos (`hello`
+    /// says `isdbgrid`), or where the engine's query plans show the collection distributed on
+    /// `_nk_identity` (DocumentDB on Citus, which FerretDB presents as one server). Set it for
+    /// Azure Cosmos DB partitioned collections, which a connection cannot detect.
+    ///
+    /// Whatever is declared, `open` refuses a collection that the engine's plans show sharded
+    /// on another key ([`Error::ShardKeyUnsupported`]): the engine would enforce natural-key's
+    /// unique indexes only within one shard-key value.
+    ///
+    /// ```no_run
+    /// # use natural_key::prelude::*;
+    /// # #[derive(NaturalKey, Serialize, Deserialize)]
+    /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64 }
+    /// # async fn f(db: natural_key::mongodb::Database) -> Result<(), natural_key::Error> {
+    /// // An Azure Cosmos DB collection partitioned on `/_nk_identity`.
+    /// let posts = natural_key::Collection::<Post>::open(&db, "posts").sharded(true).await?;
+    /// assert!(posts.is_sharded());
+    /// # Ok(()) }
+    /// ```
     pub fn sharded(mut self, sharded: bool) -> Self {
         self.sharded = Some(sharded);
         self
@@ -187,9 +203,12 @@ where
                 .filter(|d| !d.is_empty()),
                 None => None,
             };
-            let sharded = self.sharded.unwrap_or(deployment.is_sharded());
             let db = coll.client().database(&ns.db);
-            let target = Target::new(db, ns.coll.clone(), write_concern, deployment, sharded);
+            let mut target = Target::new(db, ns.coll.clone(), write_concern, deployment, false);
+            let by_identity = check_shard_key::<T>(&target).await?;
+            target.sharded = self
+                .sharded
+                .unwrap_or(target.deployment.is_sharded() || by_identity);
             for spec in T::index_models() {
                 ensure_index(&target, &spec).await?;
             }
@@ -208,6 +227,48 @@ where
                 fields,
             })
         })
+    }
+}
+
+/// Whether the engine can enforce the unique indexes `T` relies on, as far as its plans tell
+/// (`op::placement`): refused with [`Error::ShardKeyUnsupported`] before anything is written
+/// when the collection is sharded on a key under which it cannot. `Ok(true)` when the shard
+/// key is `_nk_identity` and `T` is a `NaturalKey` type: its write filters then carry it,
+/// so that each write goes to the one shard that holds the document.
+///
+/// A `NaturalKey` type needs `_nk_identity` as the shard key: documents of one identity (a
+/// fork has two `_id`s) then share a shard, and `_id` is derived from the identity. An event
+/// type needs `_nk_idempotency` when it has an idempotency key (a resent request has a new
+/// `_id` and the same key), `_id` otherwise; `_nk_identity`, which events do not store, keeps
+/// them all on one shard, which is safe too.
+async fn check_shard_key<T: Indexes>(target: &Target) -> Result<bool, Error> {
+    let indexes = T::index_models();
+    let needed = [IDENTITY_FIELD, IDEMPOTENCY_FIELD]
+        .into_iter()
+        .find(|f| indexes.iter().any(|ix| ix.field == *f))
+        .unwrap_or("_id");
+    let mut probes = vec![needed];
+    if needed != IDENTITY_FIELD {
+        probes.push(IDENTITY_FIELD);
+    }
+    match op::placement(target, &probes).await? {
+        Placement::Sharded { by: Some(f), .. } => {
+            Ok(f == IDENTITY_FIELD && needed == IDENTITY_FIELD)
+        }
+        Placement::Sharded { shards, by: None } => Err(Error::ShardKeyUnsupported {
+            collection: target.namespace.clone(),
+            shard_key: format!(
+                "a key other than {} (a read by {} goes to {shards} shards)",
+                probes
+                    .iter()
+                    .map(|p| format!("`{p}`"))
+                    .collect::<Vec<_>>()
+                    .join(" and "),
+                if probes.len() > 1 { "either" } else { "it" },
+            ),
+            needed: needed.to_string(),
+        }),
+        Placement::Single | Placement::Unknown => Ok(false),
     }
 }
 

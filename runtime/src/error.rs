@@ -280,6 +280,57 @@ pub enum Error {
         message: String,
     },
 
+    /// The collection is sharded on a key under which the engine cannot enforce a unique index
+    /// natural-key relies on, so two racing writers could store one document twice (a fork
+    /// of a [`NaturalKey`](crate::NaturalKey) document, an event sent twice). A sharded
+    /// engine enforces a unique index only among the documents of one shard-key value:
+    /// `_nk_identity` must be the shard key of a `NaturalKey` type's collection, and an
+    /// event type's must be `_id` (or `_nk_idempotency` when it has an idempotency key).
+    /// Refused by [`Collection::open`](crate::Collection::open) before anything is written.
+    ///
+    /// ```
+    /// let e = natural_key_runtime::Error::ShardKeyUnsupported {
+    ///     collection: "blog.posts".into(),
+    ///     shard_key: "not _nk_identity (a read by it goes to 8 shards)".into(),
+    ///     needed: "_nk_identity".into(),
+    /// };
+    /// assert!(!e.is_transient());
+    /// assert!(e.to_string().contains("shard it on `_nk_identity`"));
+    /// ```
+    #[error(
+        "`{collection}` is sharded on {shard_key}: the engine enforces a unique index only \
+         among documents of one shard-key value, so natural-key's unique index on `{needed}` \
+         would not refuse a document stored twice by racing writers. Shard it on `{needed}` \
+         (hashed), or use an unsharded collection. Nothing was written."
+    )]
+    ShardKeyUnsupported {
+        /// `database.collection`.
+        collection: String,
+        /// What the engine's plans showed of the shard key.
+        shard_key: String,
+        /// The field the collection must be sharded on.
+        needed: String,
+    },
+
+    /// The engine refused a single-document write because its filter lacks the collection's
+    /// shard key: DocumentDB on Citus answers 50856066 ("must target a single shard", a
+    /// PostgreSQL SQLSTATE packed as a code) or 61 `ShardKeyNotFound`; Cosmos DB likewise wants
+    /// the partition key. natural-key was not told the collection is sharded. Nothing was
+    /// written by the refused command. Not transient: open the collection with
+    /// [`OpenCollection::sharded(true)`](crate::OpenCollection::sharded) (write filters then
+    /// carry `_nk_identity`, which must be the shard key).
+    #[error(
+        "the engine refused a write without the shard key (code {code}): {message}. The \
+         collection is sharded or partitioned and natural-key was not told: shard it on \
+         `_nk_identity` and open it with `.sharded(true)`. Nothing was written by that command."
+    )]
+    ShardKeyMissing {
+        /// The engine's code (50856066 on DocumentDB/Citus, 61 `ShardKeyNotFound`).
+        code: i32,
+        /// What the engine said.
+        message: String,
+    },
+
     /// An attempt did not finish within the retry policy's attempt timeout (a stalled engine, a
     /// half-open connection). The write may or may not have been applied; retrying converges.
     #[error("`{operation}` on `{collection}` did not finish within {after:?}; safe to retry")]
@@ -550,7 +601,8 @@ impl Error {
     /// A short name of the variant, stable across releases: the `kind` label of the
     /// counters of the `metrics` module, and handy in logs. `key`, `serialize`,
     /// `immutable_key_changed`, `contention`, `write_failed`, `unique_index_violation`,
-    /// `idempotency_key_reused`, `document_too_large`, `invalid_field_name`, `index_conflict`, `timeout`,
+    /// `idempotency_key_reused`, `document_too_large`, `invalid_field_name`, `index_conflict`,
+    /// `index_unavailable`, `shard_key_unsupported`, `shard_key_missing`, `timeout`,
     /// `rekey_target_taken`, `prune_skipped`, `prune_refused`, `concurrent_change`,
     /// `unexpected_document`, `document_not_found`, `operation_reused`, `operation_expired`,
     /// `operation_outcome_unknown`,
@@ -574,6 +626,8 @@ impl Error {
             Error::InvalidFieldName { .. } => "invalid_field_name",
             Error::IndexConflict { .. } => "index_conflict",
             Error::IndexUnavailable { .. } => "index_unavailable",
+            Error::ShardKeyUnsupported { .. } => "shard_key_unsupported",
+            Error::ShardKeyMissing { .. } => "shard_key_missing",
             Error::Timeout { .. } => "timeout",
             Error::RekeyTargetTaken { .. } => "rekey_target_taken",
             Error::PruneSkipped { .. } => "prune_skipped",
@@ -681,6 +735,8 @@ const TRANSIENT_CODES: &[i32] = &[
     148,
     PG_DEADLOCK_DETECTED,
     PG_SERIALIZATION_FAILURE,
+    PG_QUERY_CANCELED,
+    PG_CONNECTION_FAILURE,
     50,
     11601,
     CURSOR_NOT_FOUND,
@@ -703,6 +759,28 @@ const fn sqlstate(s: &[u8; 5]) -> i32 {
 const PG_DEADLOCK_DETECTED: i32 = sqlstate(b"40P01");
 /// `40001` serialization_failure: the statement's transaction was rolled back.
 const PG_SERIALIZATION_FAILURE: i32 = sqlstate(b"40001");
+/// `57014` query_canceled: on Citus, one side of a distributed lock wait cancelled ("canceling
+/// statement due to user request", `while checking exclusion constraint`), as racing writers
+/// on one unique index meet across shards; the statement was rolled back.
+const PG_QUERY_CANCELED: i32 = sqlstate(b"57014");
+/// `08006` connection_failure: Citus lost the connection to a worker under a statement (the
+/// worker killed or gone); whether a commit reached it is not known.
+const PG_CONNECTION_FAILURE: i32 = sqlstate(b"08006");
+
+/// DocumentDB on Citus refuses an `{upsert: true}` or `{multi: false}` update (and a delete)
+/// whose filter lacks the shard key with `22023` invalid_parameter_value, a code it uses for
+/// many other refusals too: its message tells.
+const PG_INVALID_PARAMETER: i32 = sqlstate(b"22023");
+/// MongoDB's 61 `ShardKeyNotFound` (a `findAndModify` on DocumentDB/Citus without the shard
+/// key, and MongoDB's own for such writes).
+const SHARD_KEY_NOT_FOUND: i32 = 61;
+
+/// Whether the engine refused a write because its filter lacks the shard key
+/// ([`Error::ShardKeyMissing`]).
+pub(crate) fn shard_key_missing(code: i32, message: &str) -> bool {
+    code == SHARD_KEY_NOT_FOUND
+        || code == PG_INVALID_PARAMETER && message.contains("must target a single shard")
+}
 
 /// Codes with which a managed engine refuses a command, or some statements of one, because it
 /// is busy, having applied none of them: the send loop waits as asked and sends them again.
@@ -716,13 +794,16 @@ const PG_SERIALIZATION_FAILURE: i32 = sqlstate(b"40001");
 /// - PostgreSQL's transaction rollbacks under FerretDB 2 / DocumentDB (and so Azure
 ///   DocumentDB), which passes their SQLSTATE through as the code of a write error:
 ///   16908292 "deadlock detected" (`40P01`; seen with 4 event writers through one unique index)
-///   and 16777220 (`40001`). Nothing of the statement stayed; no wait is named.
+///   and 16777220 (`40001`); on Citus also 67371461 (`57014`, a distributed lock wait
+///   cancelled: seen with 16 writers racing one identity). Nothing of the statement stayed; no
+///   wait is named.
 pub(crate) const THROTTLE_CODES: &[i32] = &[
     16500,
     112,
     148,
     PG_DEADLOCK_DETECTED,
     PG_SERIALIZATION_FAILURE,
+    PG_QUERY_CANCELED,
 ];
 
 /// The label with which MongoDB 8.2+ (its ingress request rate limiter) and Atlas (load
@@ -764,7 +845,11 @@ pub(crate) fn throttle(
 ///   60 s; "retrying may result in a duplicate write" (same pages) — not with natural-key.
 /// - 11601 "The operation was interrupted": Amazon DocumentDB 8.0 (developer guide, "Error
 ///   codes"), after a failover or a killed operation.
-pub(crate) const UNKNOWN_OUTCOME_CODES: &[i32] = &[50, 11601];
+/// - 100663808 (`08006`, connection failure): DocumentDB on Citus, per document of a write,
+///   when a worker is killed under it; a multi-shard write is a two-phase commit, and what
+///   the coordinator had prepared on the worker may yet commit (Citus recovers prepared
+///   transactions after the worker is back).
+pub(crate) const UNKNOWN_OUTCOME_CODES: &[i32] = &[50, 11601, PG_CONNECTION_FAILURE];
 
 /// What FerretDB says, as code 1 `InternalError`, when the storage under it fails, restarts
 /// or is not up yet: it passes PostgreSQL's (or its connection pool's) failure through and
@@ -785,6 +870,13 @@ const ENGINE_FAILURES: &[&str] = &[
     // FerretDB's pool, while PostgreSQL is down: "failed to connect to `user=postgres
     // database=postgres`: ... dial tcp 127.0.0.1:PORT: connect: connection refused".
     "failed to connect to",
+    // Citus, on the coordinator, when a worker is killed, restarting or gone ("connection to
+    // the remote node postgres@127.0.0.1:PORT failed with the following error: Connection
+    // refused"; "failure on connection marked as essential: 127.0.0.1:PORT"; "server closed
+    // the connection unexpectedly"): ../shared/engines/documentdb-cluster, "Seen under faults".
+    "connection to the remote node",
+    "failure on connection marked as essential",
+    "server closed the connection unexpectedly",
 ];
 
 /// Whether the engine answered that its storage failed under the command (see
@@ -858,9 +950,18 @@ pub(crate) fn server_code(e: &mongodb::error::Error) -> Option<i32> {
     }
 }
 
-/// Sorts a driver error into [`Error::Transient`] or [`Error::Database`].
+/// Sorts a driver error into [`Error::Transient`] or [`Error::Database`], or
+/// [`Error::ShardKeyMissing`] for a write refused for lack of the shard key.
 pub fn classify(e: mongodb::error::Error) -> Error {
     use mongodb::error::ErrorKind;
+    if let ErrorKind::Command(c) = e.kind.as_ref() {
+        if shard_key_missing(c.code, &c.message) {
+            return Error::ShardKeyMissing {
+                code: c.code,
+                message: c.message.clone(),
+            };
+        }
+    }
     let transient = match e.kind.as_ref() {
         ErrorKind::Io(_)
         | ErrorKind::ConnectionPoolCleared { .. }
@@ -1009,6 +1110,59 @@ mod tests {
         assert!(!classify(command_error(2, "unexpected EOF")).is_transient());
         // DocumentDB's 225 TransactionTooOld is a stale retry, not a transient failure.
         assert!(!classify(command_error(225, "x")).is_transient());
+    }
+
+    /// DocumentDB on Citus (../shared/engines/documentdb-cluster): a worker gone under a write
+    /// is a transient failure whose outcome the next read decides; racing writers cancelled by
+    /// its distributed deadlock detection are sent again; a write without the shard key is a
+    /// typed error naming the remedy, not the engine's bare code.
+    #[test]
+    fn citus_faults_and_refusals_are_classified() {
+        assert_eq!(
+            (
+                PG_QUERY_CANCELED,
+                PG_CONNECTION_FAILURE,
+                PG_INVALID_PARAMETER
+            ),
+            (67371461, 100663808, 50856066)
+        );
+        for m in [
+            "connection to the remote node postgres@127.0.0.1:40111 failed with the following \
+             error: Connection refused",
+            "failure on connection marked as essential: 127.0.0.1:40111",
+            "server closed the connection unexpectedly\n\tThis probably means the server \
+             terminated abnormally",
+        ] {
+            assert!(outcome_unknown(&command_error(1, m)), "{m}");
+            assert!(classify(command_error(1, m)).is_transient(), "{m}");
+        }
+        assert!(THROTTLE_CODES.contains(&67371461));
+        assert!(UNKNOWN_OUTCOME_CODES.contains(&100663808));
+        let canceled = command_error(67371461, "canceling statement due to user request");
+        assert!(classify(canceled).is_transient());
+        for (code, m) in [
+            (
+                50856066,
+                "An {upsert:true} update on a sharded collection must target a single shard",
+            ),
+            (
+                50856066,
+                "A {multi:false} update on a sharded collection must contain an exact match \
+                 on _id or target a single shard",
+            ),
+            (
+                61,
+                "Query for sharded findAndModify must contain the shard key",
+            ),
+        ] {
+            let e = classify(command_error(code, m));
+            assert_eq!(e.kind(), "shard_key_missing", "{m}");
+            assert!(!e.is_transient());
+            assert!(e.to_string().contains(".sharded(true)"), "{e}");
+        }
+        // 22023 is DocumentDB's code for many refusals: only this one is about the shard key.
+        let other = classify(command_error(50856066, "$size needs a number"));
+        assert_eq!(other.kind(), "database");
     }
 
     #[test]

@@ -131,6 +131,7 @@ pub fn client_with(mut opts: ClientOptions, commands: &Commands) -> Client {
     let (names, docs) = (commands.0.clone(), commands.1.clone());
     opts.command_event_handler = Some(EventHandler::callback(move |ev: CommandEvent| {
         if let CommandEvent::Started(s) = ev {
+            shard_on_open(&s.command);
             names.lock().unwrap().push(s.command_name);
             docs.lock().unwrap().push(s.command);
         }
@@ -138,10 +139,79 @@ pub fn client_with(mut opts: ClientOptions, commands: &Commands) -> Client {
     Client::with_options(opts).expect("client")
 }
 
+/// The cluster pass (`NK_SHARD_KEY=_nk_identity`, CI's Citus engine): every collection a test
+/// opens through natural-key is hash-sharded on that field first, with `scripts/db shard`.
+/// `Collection::open` begins with an `explain` of the collection (it asks the engine how the
+/// collection is placed), and the driver reports a command before sending it: sharding the
+/// collection there, once per collection until it is dropped, is what the open then sees.
+/// Event types, which do not store `_nk_identity`, so land on one shard. A collection whose name
+/// ends in `_plain` stays unsharded: the cluster holds such collections too.
+fn shard_on_open(command: &Document) {
+    static SHARDED: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+    let Ok(field) = std::env::var("NK_SHARD_KEY") else {
+        return;
+    };
+    let db = command.get_str("$db").unwrap_or_default().to_string();
+    let mut sharded = SHARDED.lock().unwrap();
+    match command.keys().next().map(String::as_str) {
+        Some("dropDatabase") => sharded.retain(|(d, _)| *d != db),
+        Some("drop") => {
+            let coll = command.get_str("drop").unwrap_or_default();
+            sharded.retain(|(d, c)| !(*d == db && c == coll));
+        }
+        Some("explain") => {
+            let Ok(coll) = command
+                .get_document("explain")
+                .and_then(|e| e.get_str("find"))
+            else {
+                return;
+            };
+            let key = (db.clone(), coll.to_string());
+            if coll.ends_with("_plain") || sharded.contains(&key) {
+                return;
+            }
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
+            let out = Command::new("bash")
+                .arg(&script)
+                .args(["shard", "--engine", "cluster", &db, coll, &field])
+                .output()
+                .expect("run scripts/db shard");
+            let said = String::from_utf8_lossy(&out.stderr);
+            // Sharded by the test itself (tests/cluster.rs), on a key of its choosing.
+            let already = said.contains("Sharding already enabled");
+            assert!(
+                out.status.success() || already,
+                "scripts/db shard {db} {coll} {field} failed:\n{said}"
+            );
+            sharded.push(key);
+        }
+        _ => {}
+    }
+}
+
+/// Whether this is the cluster pass, which shards every collection a test opens on
+/// `_nk_identity` (`NK_SHARD_KEY`).
+pub fn sharded_pass() -> bool {
+    std::env::var_os("NK_SHARD_KEY").is_some()
+}
+
+/// A collection name the cluster pass leaves unsharded (see `shard_on_open`).
+pub const UNSHARDED_ACCOUNTS: &str = "accounts_plain";
+
 /// A fresh database of the test's own (dropped first), and a command counter on its client.
 pub async fn database(test: &str) -> (Database, Commands) {
     let (db, commands) = database_existing(test).await;
-    db.drop().await.expect("drop the test database");
+    // Citus drops a database's distributed tables under a lock that racing tests' DDL can
+    // deadlock on ("deadlock detected", code 1): the drop is tried again.
+    let mut tries = 0;
+    while let Err(e) = db.drop().await {
+        tries += 1;
+        assert!(
+            tries < 5 && e.to_string().contains("deadlock detected"),
+            "drop the test database: {e}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     commands.reset();
     (db, commands)
 }

@@ -197,7 +197,7 @@ where
                 if batch.is_empty() {
                     break;
                 }
-                let mut plan = Plan::default();
+                let mut plan = Plan::on(target);
                 for stored in batch {
                     let Seen::Read(r) = inspect::<T>(stored) else {
                         continue;
@@ -220,7 +220,7 @@ where
                     p(&report);
                 }
             }
-            let mut plan = Plan::default();
+            let mut plan = Plan::on(target);
             for (_, members) in conflicted {
                 plan.conflicted(members, &mut self, &mut report)?;
             }
@@ -237,8 +237,11 @@ where
 /// The writes of one step, in the order they must land.
 #[derive(Default)]
 struct Plan {
-    /// Documents releasing the identity they hold, with the id they move to.
-    releases: Vec<(Bson, Ulid)>,
+    /// The collection is sharded on `_nk_identity` (see [`Plan::at`]).
+    sharded: bool,
+    /// Documents releasing the identity they hold, with the id they move to and the filter
+    /// that finds them.
+    releases: Vec<(Bson, Ulid, Document)>,
     /// Derived-id documents to insert.
     homes: Vec<Home>,
     /// Where each derived id of `homes` is, so the copies of one batch join its insert.
@@ -261,6 +264,29 @@ struct Home {
 }
 
 impl Plan {
+    fn on(target: &Target) -> Plan {
+        Plan {
+            sharded: target.sharded,
+            ..Plan::default()
+        }
+    }
+
+    /// The filter of a statement on the document `id` as `stored`. On a collection sharded on
+    /// `_nk_identity` a statement that changes it moves the document to another shard, and
+    /// DocumentDB on Citus takes that only from a filter with the current shard key (1088
+    /// "shard key value update is only supported when filtering by the full shard key and
+    /// specifying multi:false"): the stored identity, or `null` where there is none.
+    fn at(&self, id: Bson, stored: &RawDocumentBuf) -> Document {
+        let mut q = doc! {"_id": id};
+        if self.sharded {
+            q.insert(
+                IDENTITY_FIELD,
+                field(stored, IDENTITY_FIELD).unwrap_or(Bson::Null),
+            );
+        }
+        q
+    }
+
     /// A non-home document of an identity whose documents all hold one content (so one
     /// derived id).
     fn streamed<T>(&mut self, g: &mut super::scan::Group, r: Read<T>) -> Result<(), Error> {
@@ -279,7 +305,7 @@ impl Plan {
         } else if id_is(&r.id, to) {
             // At its derived id already, without (or with a stale) identity.
             let s = statement(
-                doc! {"_id": to.to_string()},
+                self.at(Bson::String(to.to_string()), &r.stored),
                 doc! {
                     "$set": {IDENTITY_FIELD: &identity, HASH_FIELD: r.hash.to_string()},
                     "$unset": {MOVED_TO_FIELD: ""},
@@ -288,7 +314,8 @@ impl Plan {
             self.updates.push((to, s, true));
         } else {
             if r.state == State::IdDrift {
-                self.releases.push((r.id.clone(), to));
+                let q = self.at(r.id.clone(), &r.stored);
+                self.releases.push((r.id.clone(), to, q));
             }
             self.deletes.push((r.id.clone(), to));
             self.home(Home {
@@ -379,7 +406,8 @@ impl Plan {
         for m in members {
             if !id_is(&m.id, to) {
                 if m.state != State::Legacy {
-                    self.releases.push((m.id.clone(), to));
+                    let q = self.at(m.id.clone(), &m.stored);
+                    self.releases.push((m.id.clone(), to, q));
                 }
                 self.deletes.push((m.id.clone(), to));
             }
@@ -387,7 +415,7 @@ impl Plan {
         match occupant {
             // Replaced only while it is as the scan read it.
             Some(o) => {
-                let mut q = doc! {"_id": to.to_string()};
+                let mut q = self.at(Bson::String(to.to_string()), &members[o].stored);
                 match field(&members[o].stored, HASH_FIELD) {
                     Some(h) => q.insert(HASH_FIELD, h),
                     None => q.insert(HASH_FIELD, doc! {"$exists": false}),
@@ -498,25 +526,29 @@ async fn delete_all(
 async fn release(
     target: &Target,
     dry: bool,
-    releases: &[(Bson, Ulid)],
+    releases: &[(Bson, Ulid, Document)],
 ) -> Result<Vec<(Bson, Ulid, Error)>, Error> {
-    let ids: Vec<Bson> = releases.iter().map(|(id, _)| id.clone()).collect();
-    if dry || apply_set(target, SetOp::Release, &ids).await? == ids.len() as u64 {
+    let ids: Vec<Bson> = releases.iter().map(|(id, ..)| id.clone()).collect();
+    if dry {
+        return Ok(Vec::new());
+    }
+    // A sharded engine moves a document whose shard key an update changes only in a
+    // single-document update: DocumentDB on Citus refuses the set-based one (`multi`) with
+    // 11000 "Invalid write detected. Please validate the collection and/or shard key being
+    // written to". Where `_nk_identity` is the shard key, each release is a statement of its own.
+    if !target.sharded && apply_set(target, SetOp::Release, &ids).await? == ids.len() as u64 {
         return Ok(Vec::new());
     }
     let mut statements = Vec::new();
-    for (id, to) in releases {
-        let s = statement(
-            doc! {"_id": id.clone()},
-            doc! {"$unset": {IDENTITY_FIELD: ""}},
-        )?;
+    for (_, to, q) in releases {
+        let s = statement(q.clone(), doc! {"$unset": {IDENTITY_FIELD: ""}})?;
         statements.push((*to, s));
     }
     let results = apply(target, Command::Update, statements).await?;
     Ok(releases
         .iter()
         .zip(results)
-        .filter_map(|((id, to), r)| r.err().map(|e| (id.clone(), *to, e)))
+        .filter_map(|((id, to, _), r)| r.err().map(|e| (id.clone(), *to, e)))
         .collect())
 }
 

@@ -10,12 +10,14 @@
 mod find;
 mod hello;
 mod indexes;
+mod shard;
 pub(crate) mod write;
 
 pub(crate) use find::{find, find_identities, is_empty, Scan, StoredEvent, StoredIdentity};
 #[cfg(test)]
 pub(crate) use hello::Hello;
 pub(crate) use indexes::{create_index, list_indexes, IndexInfo};
+pub(crate) use shard::{placement, Placement};
 pub(crate) use write::{chunks, Command, Refusal};
 
 use bson::{Document, RawDocumentBuf};

@@ -12,7 +12,8 @@ use ulid::Ulid;
 use super::{parse, Session, Target};
 use crate::deployment::Limits;
 use crate::error::{
-    classify, server_code, Error, DUPLICATE_KEY_CODE, THROTTLE_CODES, UNKNOWN_OUTCOME_CODES,
+    classify, server_code, shard_key_missing, Error, DUPLICATE_KEY_CODE, THROTTLE_CODES,
+    UNKNOWN_OUTCOME_CODES,
 };
 use crate::names::{OUR_FIELDS, OUR_INDEXES};
 use crate::raw::{Embedded, ToEmbedded, Value};
@@ -103,6 +104,12 @@ impl Refusal {
                 code: *code,
                 message: message.clone(),
             }),
+            Refusal::Other { code, message } if shard_key_missing(*code, message) => {
+                Some(Error::ShardKeyMissing {
+                    code: *code,
+                    message: message.clone(),
+                })
+            }
             Refusal::Other { code, message } => Some(Error::WriteFailed {
                 collection: target.namespace.clone(),
                 id,

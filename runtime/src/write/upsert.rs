@@ -276,14 +276,60 @@ pub(crate) async fn upsert_batch(
             )
             .await?
         };
-        let (inserts, updates) = plan(call, &mut state, &stored, token)?;
+        let (mut inserts, updates) = plan(call, &mut state, &stored, token)?;
         state.pending.clear();
+        if call.target.sharded && !inserts.is_empty() {
+            let now = session.as_deref_mut();
+            take_foreign_ids(call.target, &mut state, &mut inserts, tries, now).await?;
+        }
         let now = session.as_deref_mut();
         send_inserts(call.target, &mut state, inserts, token, tries, now).await?;
         let now = session.as_deref_mut();
         send_updates(call.target, &mut state, updates, token, tries, now).await?;
     }
     Ok(or_contention(state.results, call.target, |i| items[i].id))
+}
+
+/// On a sharded collection the engine enforces `_id` only among documents of one shard-key
+/// value, so an insert is not refused by a document of the same `_id` that other code wrote
+/// without `_nk_identity` (it lives where the missing shard key routes it): it would be
+/// stored beside it. Those documents share one shard — a missing shard key is null — and are
+/// read there, by `_id`, in one targeted read; each insert that meets one is settled as the
+/// engine would have refused it, and the next round adopts the document by its `_id`.
+async fn take_foreign_ids(
+    target: &Target,
+    state: &mut BatchState<'_, '_>,
+    inserts: &mut Vec<Outgoing<InsertDoc<'_>>>,
+    tries: &mut Attempts,
+    session: Session<'_>,
+) -> Result<(), Error> {
+    let mut ids = bson::RawArrayBuf::new();
+    for o in inserts.iter() {
+        ids.push(state.items[o.item].id_text.as_str());
+    }
+    let mut any = RawDocumentBuf::new();
+    any.append("$in", ids);
+    let mut filter = RawDocumentBuf::new();
+    filter.append(IDENTITY_FIELD, RawBson::Null);
+    filter.append("_id", any);
+    let found = op::find_identities(target, filter, None, tries, session).await?;
+    if found.is_empty() {
+        return Ok(());
+    }
+    let taken: std::collections::HashSet<&str> =
+        found.iter().filter_map(|d| d.id.as_str()).collect();
+    let mut refused = Vec::new();
+    inserts.retain(|o| {
+        let foreign = taken.contains(state.items[o.item].id_text.as_str());
+        if foreign {
+            refused.push(o.item);
+        }
+        !foreign
+    });
+    for i in refused {
+        state.refused(target, i, Refusal::Ours, Sent::Refused);
+    }
+    Ok(())
 }
 
 /// The client's share of a first-ingest batch, sent nowhere: the plan `upsert_batch` makes
@@ -540,7 +586,7 @@ fn insert_document<'a>(p: &'a Prepared, token: &'a str) -> InsertDoc<'a> {
 }
 
 /// One `update` statement: by `_id` (and `_nk_identity` on a sharded collection: its shard
-/// key, which routes the statement to one shard), only while the stored hash is still
+/// key, which routes the statement to one shard; `null` for an adoption), only while the stored hash is still
 /// `stored_hash` (none: by `_id` alone, which adopts a same-`_id` document written without
 /// identity). Never upserting: a changed hash or a deleted document matches nothing, and the
 /// next round decides again. Where the engine would not compare the hash atomically anyway,
@@ -555,7 +601,11 @@ fn statement(
     let mut filter = RawDocumentBuf::new();
     filter.append("_id", p.id_text.as_str());
     if call.target.sharded {
-        filter.append(IDENTITY_FIELD, p.identity.as_str());
+        match stored_hash {
+            // Adopting a document without identity: it is where a null shard key routes.
+            None => filter.append(IDENTITY_FIELD, RawBson::Null),
+            Some(_) => filter.append(IDENTITY_FIELD, p.identity.as_str()),
+        }
     }
     if let Some(hash) =
         stored_hash.filter(|_| call.target.deployment.compares_hash_in_update_filter())
