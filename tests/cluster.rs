@@ -136,7 +136,13 @@ async fn the_shard_key_is_found_and_carried_by_every_write() {
             published_at: 1_700_000_000_000,
             body: "v1".into(),
         };
+        commands.reset();
         coll.upsert(&p).await.unwrap();
+        // Sharded, an insert first looks for other code's document at its `_id`, on the shard
+        // where documents without `_nk_identity` live (the engine's `_id` index would not see
+        // it from another shard).
+        let checks = if coll.is_sharded() { 1 } else { 0 };
+        assert_eq!(commands.id_checks(), checks);
         p.body = "v2".into();
         commands.reset();
         assert!(matches!(
