@@ -295,7 +295,7 @@ pub enum Error {
     ///     needed: "_nk_identity".into(),
     /// };
     /// assert!(!e.is_transient());
-    /// assert!(e.to_string().contains("shard it on `_nk_identity`"));
+    /// assert!(e.to_string().contains("Shard it on `_nk_identity`"));
     /// ```
     #[error(
         "`{collection}` is sharded on {shard_key}: the engine enforces a unique index only \
@@ -779,7 +779,7 @@ const SHARD_KEY_NOT_FOUND: i32 = 61;
 /// ([`Error::ShardKeyMissing`]).
 pub(crate) fn shard_key_missing(code: i32, message: &str) -> bool {
     code == SHARD_KEY_NOT_FOUND
-        || code == PG_INVALID_PARAMETER && message.contains("must target a single shard")
+        || code == PG_INVALID_PARAMETER && message.contains("target a single shard")
 }
 
 /// Codes with which a managed engine refuses a command, or some statements of one, because it
