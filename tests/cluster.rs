@@ -1,7 +1,8 @@
-//! natural-key on a sharded cluster: DocumentDB's distributed extension on Citus (coordinator
-//! + 2 workers) behind FerretDB 2.5, `scripts/db up --engine cluster`. The engine enforces a
-//! unique index only among documents of one shard-key value, and FerretDB shows no sign of
-//! sharding on the wire: what holds here is what the handle finds out and refuses by itself.
+//! natural-key on a sharded cluster: DocumentDB's distributed extension on Citus (a
+//! coordinator and two workers) behind FerretDB 2.5, `scripts/db up --engine cluster`. The
+//! engine enforces a unique index only among documents of one shard-key value, and FerretDB
+//! shows no sign of sharding on the wire: what holds here is what the handle finds out and
+//! refuses by itself.
 //!
 //! Every test shards its collections with `scripts/db shard`, so they run on the cluster
 //! only (CI's cluster pass, `NK_EXPECT_ENGINE=cluster`); elsewhere each says so and returns.
