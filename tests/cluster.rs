@@ -61,17 +61,9 @@ async fn sharded(test: &str, colls: &[&str], field: &str) -> (Database, support:
 }
 
 fn shard(db: &Database, coll: &str, field: &str) {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
-    let out = std::process::Command::new("bash")
-        .arg(script)
-        .args(["shard", "--engine", "cluster", db.name(), coll, field])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "scripts/db shard: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if let Err(said) = support::db_shard(db.name(), coll, field) {
+        panic!("scripts/db shard {} {coll} {field}: {said}", db.name());
+    }
 }
 
 async fn count(db: &Database, coll: &str, filter: Document) -> u64 {

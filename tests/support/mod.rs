@@ -77,6 +77,21 @@ pub fn db_down(env: &[(&str, &str)]) {
     );
 }
 
+/// Runs `scripts/db shard --engine cluster DB COLL FIELD` (the cluster engine of this pass's
+/// `NK_DB_STATE`): hash-shards `db.coll` on `field`. `Err` with what it said on stderr.
+pub fn db_shard(db: &str, coll: &str, field: &str) -> Result<(), String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
+    let out = Command::new("bash")
+        .arg(&script)
+        .args(["shard", "--engine", "cluster", db, coll, field])
+        .output()
+        .expect("run scripts/db shard");
+    match out.status.success() {
+        true => Ok(()),
+        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+    }
+}
+
 /// Records the commands a client sends, by name (`find`, `update`, `insert`, ...), in order,
 /// with each command document as it went on the wire.
 ///
@@ -197,19 +212,13 @@ fn shard_on_open(command: &Document) {
             if coll.ends_with("_plain") || sharded.contains(&key) {
                 return;
             }
-            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
-            let out = Command::new("bash")
-                .arg(&script)
-                .args(["shard", "--engine", "cluster", &db, coll, &field])
-                .output()
-                .expect("run scripts/db shard");
-            let said = String::from_utf8_lossy(&out.stderr);
             // Sharded by the test itself (tests/cluster.rs), on a key of its choosing.
-            let already = said.contains("Sharding already enabled");
-            assert!(
-                out.status.success() || already,
-                "scripts/db shard {db} {coll} {field} failed:\n{said}"
-            );
+            if let Err(said) = db_shard(&db, coll, &field) {
+                assert!(
+                    said.contains("Sharding already enabled"),
+                    "scripts/db shard {db} {coll} {field} failed:\n{said}"
+                );
+            }
             sharded.push(key);
         }
         _ => {}

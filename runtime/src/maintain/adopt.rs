@@ -528,7 +528,6 @@ async fn release(
     dry: bool,
     releases: &[(Bson, Ulid, Document)],
 ) -> Result<Vec<(Bson, Ulid, Error)>, Error> {
-    let ids: Vec<Bson> = releases.iter().map(|(id, ..)| id.clone()).collect();
     if dry {
         return Ok(Vec::new());
     }
@@ -536,8 +535,11 @@ async fn release(
     // single-document update: DocumentDB on Citus refuses the set-based one (`multi`) with
     // 11000 "Invalid write detected. Please validate the collection and/or shard key being
     // written to". Where `_nk_identity` is the shard key, each release is a statement of its own.
-    if !target.sharded && apply_set(target, SetOp::Release, &ids).await? == ids.len() as u64 {
-        return Ok(Vec::new());
+    if !target.sharded {
+        let ids: Vec<Bson> = releases.iter().map(|(id, ..)| id.clone()).collect();
+        if apply_set(target, SetOp::Release, &ids).await? == ids.len() as u64 {
+            return Ok(Vec::new());
+        }
     }
     let mut statements = Vec::new();
     for (_, to, q) in releases {

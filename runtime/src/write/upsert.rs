@@ -586,9 +586,9 @@ fn insert_document<'a>(p: &'a Prepared, token: &'a str) -> InsertDoc<'a> {
 }
 
 /// One `update` statement: by `_id` (and `_nk_identity` on a sharded collection: its shard
-/// key, which routes the statement to one shard; `null` for an adoption), only while the stored hash is still
-/// `stored_hash` (none: by `_id` alone, which adopts a same-`_id` document written without
-/// identity). Never upserting: a changed hash or a deleted document matches nothing, and the
+/// key, which routes the statement to one shard), only while the stored hash is still
+/// `stored_hash` (none: by `_id` alone — on a sharded collection with a `null` shard key —
+/// which adopts a same-`_id` document written without identity). Never upserting: a changed hash or a deleted document matches nothing, and the
 /// next round decides again. Where the engine would not compare the hash atomically anyway,
 /// the filter is `_id` alone: a change since the read is overwritten with this content, which
 /// deciding again would also do.
