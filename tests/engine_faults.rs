@@ -11,6 +11,11 @@
 //! error, and running it again converges. Three kills per call, at different points. A silent
 //! engine ends a call at its policy's deadline (without one, `RetryPolicy::none()`'s 60 s).
 //!
+//! On the cluster (`NK_DB_ENGINE=cluster`: DocumentDB on Citus, coordinator + 2 workers) the
+//! posts and items are hash-sharded on `_nk_identity` and the events on `_id`, so every batch
+//! is a two-phase commit across both workers. The kills take a worker, the coordinator, then the
+//! worker again; the silences, the coordinator and then a worker.
+//!
 //! Size: `NK_KILL_DOCS` documents (default 3,000; docs/reliability.md reports 10,000) and
 //! `NK_KILL_OPS` relative operations (default 300). Each test prints one `KILLS` line.
 //!
@@ -100,6 +105,20 @@ async fn rig(name: &'static str, seed: u64) -> Rig {
             .unwrap(),
     );
     let db = format!("nk_{}", name.replace('-', "_"));
+    if engine.has_workers() {
+        let (e, d) = (engine.clone(), db.clone());
+        tokio::task::spawn_blocking(move || {
+            for (coll, key) in [
+                ("posts", "_nk_identity"),
+                ("items", "_nk_identity"),
+                ("clicks", "_id"),
+            ] {
+                e.shard(&d, coll, key);
+            }
+        })
+        .await
+        .unwrap();
+    }
     let direct = support::client_for(&engine.uri, &support::Commands::default())
         .await
         .database(&db);
@@ -117,10 +136,13 @@ async fn rig(name: &'static str, seed: u64) -> Rig {
 }
 
 impl Rig {
-    /// The parts to kill, one per kill: on FerretDB 2 / DocumentDB, PostgreSQL, then the
-    /// front, then PostgreSQL again; elsewhere the front each time.
+    /// The parts to kill, one per kill: on the cluster, a worker, the coordinator, the worker
+    /// again; on FerretDB 2 / DocumentDB, PostgreSQL, then the front, then PostgreSQL again;
+    /// elsewhere the front each time.
     fn parts(&self) -> Vec<Part> {
-        if self.engine.has_storage() {
+        if self.engine.has_workers() {
+            vec![Part::Worker, Part::Storage, Part::Worker]
+        } else if self.engine.has_storage() {
             vec![Part::Storage, Part::Front, Part::Storage]
         } else {
             vec![Part::Front; KILLS as usize]
@@ -452,7 +474,7 @@ async fn relative_updates_survive_three_kills_of_the_engine() {
     for (key, r) in &outcomes {
         match r {
             Ok(o) => *by_kind.entry(format!("{o:?}")).or_default() += 1,
-            Err(e) => panic!("{key} after {kills:?}: {e}"),
+            Err(e) => panic!("{key} after {kills:?}: {e:?}"),
         }
     }
     report("apply", ops, &kills, secs, &rig, format!("{by_kind:?}"));
@@ -513,7 +535,7 @@ async fn without_a_policy_a_killed_call_ends_transient_and_a_rerun_converges() {
         let kills = killer.await.unwrap();
         assert_eq!(kills.len(), 1, "round {round}: the kill landed mid-call");
         let e = r.expect_err("a call without a policy does not outlive the kill");
-        assert!(e.is_transient(), "round {round}: {e}");
+        assert!(e.is_transient(), "round {round}: {e} ({:?})", e.error);
         assert!(
             ended < Duration::from_secs(30),
             "round {round}: the call ended {ended:?} after it began, not promptly"
@@ -537,9 +559,10 @@ async fn a_silent_engine_ends_a_call_at_its_deadline_and_a_pause_is_ridden_out()
     let rig = rig("silent", 35).await;
     let mut docs = corpus(n);
     let posts = Collection::<Post>::open(&rig.via, "posts").await.unwrap();
-    let (first, second) = match rig.engine.has_storage() {
-        true => (Part::Front, Part::Storage),
-        false => (Part::Front, Part::Front),
+    let (first, second) = match (rig.engine.has_workers(), rig.engine.has_storage()) {
+        (true, _) => (Part::Storage, Part::Worker),
+        (false, true) => (Part::Front, Part::Storage),
+        (false, false) => (Part::Front, Part::Front),
     };
     let mut seen = Vec::new();
     for (part, policy, deadline) in [

@@ -877,15 +877,29 @@ const ENGINE_FAILURES: &[&str] = &[
     "connection to the remote node",
     "failure on connection marked as essential",
     "server closed the connection unexpectedly",
+    // A backend whose postmaster died under it (Citus' coordinator SIGKILLed mid-batch), per
+    // document as `XX000`: ../shared/engines/documentdb-cluster, and tests/engine_faults.rs.
+    "postmaster was shut down",
+    // PostgreSQL's PANIC when reporting an error fails again and again (elog.c): seen from the
+    // coordinator's backends as it was SIGKILLed mid-call; a PANIC restarts the server.
+    "ERRORDATA_STACK_SIZE exceeded",
 ];
+
+/// `XX000` internal_error: how DocumentDB passes a per-document failure of its storage through
+/// (code 2600); like FerretDB's code 1, its message tells a failure from a refusal.
+const PG_INTERNAL_ERROR: i32 = sqlstate(b"XX000");
+
+/// Whether `message`, answered with code 1 or `XX000`, says the storage failed under the
+/// command rather than refused it (see [`ENGINE_FAILURES`]).
+pub(crate) fn storage_failed(code: i32, message: &str) -> bool {
+    (code == INTERNAL_ERROR || code == PG_INTERNAL_ERROR)
+        && ENGINE_FAILURES.iter().any(|m| message.contains(m))
+}
 
 /// Whether the engine answered that its storage failed under the command (see
 /// [`ENGINE_FAILURES`]): transient, and a write's outcome unknown — it may have committed.
 fn engine_failed(e: &mongodb::error::Error) -> bool {
-    server_code(e) == Some(INTERNAL_ERROR) && {
-        let message = e.to_string();
-        ENGINE_FAILURES.iter().any(|m| message.contains(m))
-    }
+    server_code(e).is_some_and(|code| storage_failed(code, &e.to_string()))
 }
 
 /// CursorNotFound: the engine dropped a cursor (restarted, timed it out). The read is done
@@ -1132,6 +1146,7 @@ mod tests {
             "failure on connection marked as essential: 127.0.0.1:40111",
             "server closed the connection unexpectedly\n\tThis probably means the server \
              terminated abnormally",
+            "ERRORDATA_STACK_SIZE exceeded",
         ] {
             assert!(outcome_unknown(&command_error(1, m)), "{m}");
             assert!(classify(command_error(1, m)).is_transient(), "{m}");

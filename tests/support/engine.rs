@@ -1,7 +1,8 @@
 //! An engine of a test's own, started by `scripts/db up --data DIR` (the engine of the pass:
 //! `NK_DB_ENGINE`), on a kept, durable data dir: killed (SIGKILL, a crash with writes in
 //! flight) and started again on the same data and address while clients keep their URI.
-//! Stopped and its files removed on drop.
+//! Stopped and its files removed on drop. On the cluster engine (`NK_DB_ENGINE=cluster`) the
+//! storage is Citus: the coordinator, and a worker that holds half of every sharded collection.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -12,8 +13,12 @@ use std::time::Duration;
 pub enum Part {
     /// The process clients talk to: FerretDB (1.x with its embedded SQLite, or 2.x).
     Front,
-    /// The storage under FerretDB 2: PostgreSQL's postmaster (its backends follow it).
+    /// The storage under FerretDB 2: PostgreSQL's postmaster (its backends follow it); on the
+    /// cluster, the coordinator's.
     Storage,
+    /// On the cluster, the first worker's postmaster: half of every sharded collection's shards,
+    /// and one side of each write's two-phase commit.
+    Worker,
 }
 
 pub struct PrivateEngine {
@@ -55,11 +60,32 @@ impl PrivateEngine {
         self.state.join("pg.pid").exists()
     }
 
+    /// Whether the engine is a cluster, with workers under its storage (DocumentDB on Citus).
+    pub fn has_workers(&self) -> bool {
+        self.state.join("worker1.pid").exists()
+    }
+
+    /// Hash-shards `db.coll` on `field` (`scripts/db shard`; the cluster engine only).
+    pub fn shard(&self, db: &str, coll: &str, field: &str) {
+        let out = Command::new("bash")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/db"))
+            .args(["shard", "--engine", "cluster", db, coll, field])
+            .env("NK_DB_STATE", self.state())
+            .output()
+            .expect("run scripts/db shard");
+        assert!(
+            out.status.success(),
+            "scripts/db shard {db} {coll} {field}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// The pid of `part`.
     pub fn pid(&self, part: Part) -> String {
         let file = match part {
             Part::Front => "pid",
             Part::Storage => "pg.pid",
+            Part::Worker => "worker1.pid",
         };
         let pid = std::fs::read_to_string(self.state.join(file)).expect("the engine's pid");
         pid.trim().to_string()
@@ -102,11 +128,11 @@ impl PrivateEngine {
         }
     }
 
-    /// `part`'s process, then (for the storage) its children.
+    /// `part`'s process, then (for a postmaster) its children.
     fn processes(&self, part: Part) -> Vec<String> {
         let pid = self.pid(part);
         let mut all = vec![pid.clone()];
-        if part == Part::Storage {
+        if part != Part::Front {
             let children = Command::new("ps")
                 .args(["-o", "pid=", "--ppid", &pid])
                 .output()

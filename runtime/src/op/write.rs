@@ -12,8 +12,8 @@ use ulid::Ulid;
 use super::{parse, Session, Target};
 use crate::deployment::Limits;
 use crate::error::{
-    classify, server_code, shard_key_missing, Error, DUPLICATE_KEY_CODE, THROTTLE_CODES,
-    UNKNOWN_OUTCOME_CODES,
+    classify, server_code, shard_key_missing, storage_failed, Error, DUPLICATE_KEY_CODE,
+    THROTTLE_CODES, UNKNOWN_OUTCOME_CODES,
 };
 use crate::names::{OUR_FIELDS, OUR_INDEXES};
 use crate::raw::{Embedded, ToEmbedded, Value};
@@ -66,7 +66,8 @@ pub(crate) enum Refusal {
     /// loop sends it again after the wait.
     Throttled { code: i32, message: String },
     /// The engine cannot tell whether it applied the statement
-    /// (`error::UNKNOWN_OUTCOME_CODES`): the next read decides, as after a lost reply.
+    /// (`error::UNKNOWN_OUTCOME_CODES`, or its storage failed under it:
+    /// `error::storage_failed`): the next read decides, as after a lost reply.
     Unknown { code: i32, message: String },
     /// Anything else the server refused (a value the engine cannot store, validation, ...).
     Other { code: i32, message: String },
@@ -156,7 +157,7 @@ pub(crate) fn refusal(
             message: message.to_string(),
         };
     }
-    if UNKNOWN_OUTCOME_CODES.contains(&code) {
+    if UNKNOWN_OUTCOME_CODES.contains(&code) || storage_failed(code, message) {
         return Refusal::Unknown {
             code,
             message: message.to_string(),
@@ -319,6 +320,26 @@ mod tests {
     use super::*;
     use crate::names::{IDEMPOTENCY_FIELD, IDENTITY_FIELD};
     use bson::doc;
+
+    /// Citus' coordinator SIGKILLed under a batch: each document refused with `XX000` (2600)
+    /// by a backend whose postmaster died. It may have committed; the next read decides.
+    #[test]
+    fn a_storage_failure_per_document_leaves_the_outcome_unknown() {
+        let died = "postmaster was shut down, exiting";
+        assert!(matches!(
+            refusal(2600, died, None, None),
+            Refusal::Unknown { code: 2600, .. }
+        ));
+        assert!(matches!(
+            refusal(1, died, None, None),
+            Refusal::Unknown { .. }
+        ));
+        // The same code for a refusal of the data stays a refusal.
+        assert!(matches!(
+            refusal(2600, "invalid input syntax", None, None),
+            Refusal::Other { code: 2600, .. }
+        ));
+    }
 
     #[test]
     fn duplicates_are_sorted_by_key_pattern_then_by_index_name() {
