@@ -43,40 +43,7 @@ use natural_key::bson::{self, doc, Bson, Document};
 use natural_key::mongodb::Database;
 use natural_key::prelude::*;
 use natural_key::{Collection, Deployment};
-use support::posts::prose;
-
-#[derive(NaturalKey, Serialize, Deserialize, Clone)]
-struct Post {
-    #[key]
-    slug: String,
-    #[key]
-    lang: String,
-    #[key(timestamp)]
-    published_at: i64,
-    title: String,
-    body: String,
-}
-
-fn corpus(n: usize) -> Vec<Post> {
-    (0..n)
-        .map(|i| Post {
-            slug: format!("post-{i:07}"),
-            lang: ["en", "zh-TW", "ja", "ko"][i % 4].into(),
-            published_at: 1_700_000_000_000 + i as i64 * 60_000,
-            title: prose(i, 60),
-            body: prose(i * 7 + 1, 400),
-        })
-        .collect()
-}
-
-/// Every hundredth post edited.
-fn one_percent_changed(docs: &[Post]) -> Vec<Post> {
-    let mut out = docs.to_vec();
-    for p in out.iter_mut().step_by(100) {
-        p.body.push_str(" (edited)");
-    }
-    out
-}
+use support::blog::{corpus, one_percent_changed, Post};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Peer {

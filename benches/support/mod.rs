@@ -13,6 +13,7 @@ use natural_key::mongodb::event::EventHandler;
 use natural_key::mongodb::options::ClientOptions;
 use natural_key::mongodb::{Client, Collection};
 
+pub mod blog;
 pub mod posts;
 pub mod recipe;
 
@@ -26,7 +27,8 @@ pub fn invoked_by_cargo_bench() -> bool {
 }
 
 /// `MONGODB_URI`, or the URI printed last by `scripts/db up` (which starts the engine if
-/// needed): FerretDB, or mongo-java-server with `NK_BENCH_ENGINE=java`.
+/// needed): its default engine (FerretDB 2.5 on DocumentDB where it builds), or the one
+/// `NK_BENCH_ENGINE` names (`documentdb`, `ferretdb1`, `java`).
 pub fn uri() -> String {
     if let Ok(u) = std::env::var("MONGODB_URI") {
         if !u.is_empty() {
@@ -34,14 +36,15 @@ pub fn uri() -> String {
         }
     }
     let engine = match std::env::var("NK_BENCH_ENGINE").as_deref() {
-        Err(_) | Ok("" | "ferretdb") => "ferretdb",
-        Ok("java") => "java",
-        Ok(other) => panic!("NK_BENCH_ENGINE={other:?}: use ferretdb (the default) or java"),
+        Err(_) | Ok("") => Vec::new(),
+        Ok(e @ ("documentdb" | "ferretdb1" | "java")) => vec!["--engine".to_string(), e.into()],
+        Ok(other) => panic!("NK_BENCH_ENGINE={other:?}: use documentdb, ferretdb1 or java"),
     };
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
     let out = Command::new("bash")
         .arg(&script)
-        .args(["up", "--engine", engine])
+        .arg("up")
+        .args(&engine)
         .output()
         .expect("run scripts/db up");
     assert!(

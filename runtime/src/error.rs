@@ -883,6 +883,13 @@ const ENGINE_FAILURES: &[&str] = &[
     // PostgreSQL's PANIC when reporting an error fails again and again (elog.c): seen from the
     // coordinator's backends as it was SIGKILLed mid-call; a PANIC restarts the server.
     "ERRORDATA_STACK_SIZE exceeded",
+    // FerretDB's pool on a connection the coordinator's death closed: "failed to deallocate
+    // cached statement(s): read tcp ...: use of closed network connection" (tests/engine_faults.rs,
+    // 1,000 `apply` across a coordinator kill); Go's other words for a connection gone under a
+    // read or write.
+    "use of closed network connection",
+    "connection reset by peer",
+    "broken pipe",
 ];
 
 /// `XX000` internal_error: how DocumentDB passes a per-document failure of its storage through
@@ -1147,6 +1154,8 @@ mod tests {
             "server closed the connection unexpectedly\n\tThis probably means the server \
              terminated abnormally",
             "ERRORDATA_STACK_SIZE exceeded",
+            "failed to deallocate cached statement(s): read tcp 127.0.0.1:54522->127.0.0.1:56579: \
+             use of closed network connection",
         ] {
             assert!(outcome_unknown(&command_error(1, m)), "{m}");
             assert!(classify(command_error(1, m)).is_transient(), "{m}");
