@@ -187,7 +187,8 @@ impl Deployment {
     /// update's filter outside the write (two writers' statements guarded by one hash can both
     /// apply), so there the hash buys no atomicity; and any filter but a lone `_id` makes it
     /// decode the whole collection per statement: 200 statements over 2,000 documents took
-    /// 7.1–9.9 s filtered by `{_id, _nk_hash}`, 0.58–0.62 s by `{_id}` (docs/performance.md).
+    /// 13.7–17.0 s filtered by `{_id, _nk_hash}`, 0.8–1.1 s by `{_id}` (docs/performance.md,
+    /// "The update filter's shape").
     pub(crate) fn compares_hash_in_update_filter(&self) -> bool {
         self.atomic_update_filters()
     }
