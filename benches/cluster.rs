@@ -138,6 +138,12 @@ async fn blind(db: &Database, docs: &[Post]) {
             .await
             .unwrap();
         assert!(!reply.contains_key("writeErrors"), "{reply}");
+        // Every statement matched or upserted its document: none was skipped.
+        let n = reply
+            .get_i32("n")
+            .map(i64::from)
+            .or_else(|_| reply.get_i64("n"));
+        assert_eq!(n, Ok(chunk.len() as i64), "{reply}");
     }
     let stored = db
         .collection::<Document>("blind")
@@ -175,7 +181,8 @@ async fn run(engine: &Engine, docs: &[Post], changed: &[Post], figures: &mut Fig
 
     let mut opens = Vec::new();
     for _ in 0..5 {
-        let (t, _) = timed(Collection::<Post>::open(&db, "posts").into_future()).await;
+        let (t, opened) = timed(Collection::<Post>::open(&db, "posts").into_future()).await;
+        opened.unwrap();
         opens.push(t * 1e3);
     }
     put("open (ms)", support::median(&opens));

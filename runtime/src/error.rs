@@ -878,10 +878,12 @@ const ENGINE_FAILURES: &[&str] = &[
     "failure on connection marked as essential",
     "server closed the connection unexpectedly",
     // A backend whose postmaster died under it (Citus' coordinator SIGKILLed mid-batch), per
-    // document as `XX000`: ../shared/engines/documentdb-cluster, and tests/engine_faults.rs.
+    // document as `XX000` (tests/engine_faults.rs on the cluster).
     "postmaster was shut down",
     // PostgreSQL's PANIC when reporting an error fails again and again (elog.c): seen from the
-    // coordinator's backends as it was SIGKILLed mid-call; a PANIC restarts the server.
+    // coordinator's backends as it was SIGKILLed mid-call; a PANIC restarts the server. The
+    // same PANIC follows an error message that cannot be converted to the client's encoding,
+    // which would come back on every attempt: a RetryPolicy's deadline still ends the call.
     "ERRORDATA_STACK_SIZE exceeded",
     // FerretDB's pool on a connection the coordinator's death closed: "failed to deallocate
     // cached statement(s): read tcp ...: use of closed network connection" (tests/engine_faults.rs,
