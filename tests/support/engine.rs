@@ -67,17 +67,10 @@ impl PrivateEngine {
 
     /// Hash-shards `db.coll` on `field` (`scripts/db shard`; the cluster engine only).
     pub fn shard(&self, db: &str, coll: &str, field: &str) {
-        let out = Command::new("bash")
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/db"))
-            .args(["shard", "--engine", "cluster", db, coll, field])
-            .env("NK_DB_STATE", self.state())
-            .output()
-            .expect("run scripts/db shard");
-        assert!(
-            out.status.success(),
-            "scripts/db shard {db} {coll} {field}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        if let Err(said) = super::db_shard_with(db, coll, field, &[("NK_DB_STATE", &self.state())])
+        {
+            panic!("scripts/db shard {db} {coll} {field}: {said}");
+        }
     }
 
     /// The pid of `part`.

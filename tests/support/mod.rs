@@ -80,10 +80,21 @@ pub fn db_down(env: &[(&str, &str)]) {
 /// Runs `scripts/db shard --engine cluster DB COLL FIELD` (the cluster engine of this pass's
 /// `NK_DB_STATE`): hash-shards `db.coll` on `field`. `Err` with what it said on stderr.
 pub fn db_shard(db: &str, coll: &str, field: &str) -> Result<(), String> {
+    db_shard_with(db, coll, field, &[])
+}
+
+/// [`db_shard`] with extra env (`NK_DB_STATE` of a cluster of a test's own).
+pub fn db_shard_with(
+    db: &str,
+    coll: &str,
+    field: &str,
+    env: &[(&str, &str)],
+) -> Result<(), String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
     let out = Command::new("bash")
         .arg(&script)
         .args(["shard", "--engine", "cluster", db, coll, field])
+        .envs(env.iter().copied())
         .output()
         .expect("run scripts/db shard");
     match out.status.success() {
