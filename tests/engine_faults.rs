@@ -308,7 +308,7 @@ async fn killed_call<R, E, F>(
     call: impl FnOnce(Arc<Watch>) -> F,
 ) -> (R, Vec<Killed>, f64)
 where
-    E: std::fmt::Display,
+    E: std::error::Error,
     F: std::future::Future<Output = Result<R, E>>,
 {
     let (watch, killer) = start_killer(rig, n as u64);
@@ -317,7 +317,7 @@ where
     let secs = start.elapsed().as_secs_f64();
     watch.end();
     let kills = killer.await.unwrap();
-    let r = r.unwrap_or_else(|e| panic!("after {kills:?}: {e}"));
+    let r = r.unwrap_or_else(|e| panic!("after {kills:?}: {}", support::error_chain(&e)));
     (r, kills, secs)
 }
 
