@@ -1,6 +1,9 @@
-//! `natural-key`: the id scheme and the audit from a shell, for the people who run the
+//! `natural-key`: the id scheme, the audit and ingest from a shell, for the people who run the
 //! collections. Everything it computes comes from `natural-key-runtime` (`compute_id`,
-//! `KeySpec`, the audit's scan and report); this file only reads arguments and prints.
+//! `KeySpec`, the audit's scan and report, `SpecCollection`'s guarded writes); this crate only
+//! reads arguments and input, and prints.
+
+mod ingest;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -19,10 +22,12 @@ allows any number of it, FINDING=N at most N (documents; for duplicates, identit
 not named are allowed 0. Example: --allow legacy,duplicates-identical=5. Hash drift is never \
 counted: it is not checked without the Rust type.";
 
-/// Ids from natural keys, and audits of stored collections (docs/id-scheme.md).
+/// Ids from natural keys, audits of stored collections, and idempotent ingest of files
+/// (docs/id-scheme.md).
 ///
-/// Exit status: 0 success (for audit: no finding beyond --allow), 1 audit findings beyond
-/// --allow, 2 a usage, input or connection error (one line on stderr).
+/// Exit status: 0 success (for audit: no finding beyond --allow; for ingest: every line
+/// stored or unchanged), 1 audit findings beyond --allow or ingest lines refused, 2 a usage,
+/// input or connection error, or an ingest stopped by the server (one line on stderr).
 #[derive(Parser)]
 #[command(name = "natural-key", version)]
 struct Cli {
@@ -49,6 +54,115 @@ enum Command {
     /// Example: natural-key audit --uri mongodb://localhost/ --db blog --collection posts
     /// --key slug:str --key lang:str:lowercase --timestamp published_at
     Audit(AuditArgs),
+    /// Upsert documents from a file (or stdin) by their natural key: derived ids, unchanged
+    /// documents cost no write, a changed timestamp key is refused, reruns are free.
+    ///
+    /// NDJSON (one JSON object per line; Extended JSON such as {"$date": ...} for the types
+    /// JSON lacks) or CSV/TSV with a header. Lines that cannot be written are refused one by
+    /// one, with their line number and reason, into --reject; the rest is written.
+    ///
+    /// Example: natural-key ingest posts.ndjson --db blog --collection posts --key slug:str
+    /// --key lang:str:lowercase --timestamp published_at --reject rejects.ndjson
+    Ingest(ingest::IngestArgs),
+}
+
+/// Where the collection is: the connection string from --uri or MONGODB_URI.
+#[derive(Args)]
+struct ConnectArgs {
+    /// The connection string (with retryWrites=false where the engine needs it). Default: the
+    /// MONGODB_URI environment variable, which keeps a password out of the process list and
+    /// the shell's history.
+    #[arg(long, env = "MONGODB_URI", hide_env_values = true)]
+    uri: String,
+    /// The database.
+    #[arg(long)]
+    db: String,
+    /// The collection.
+    #[arg(long)]
+    collection: String,
+    /// Seconds to wait for the server (server selection and connecting).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    timeout: u64,
+}
+
+/// The natural key of the stored documents, as `#[derive(NaturalKey)]` declares it.
+#[derive(Args)]
+struct SpecArgs {
+    /// An identity key field, NAME:TYPE[:OPTION]... in declaration order. TYPE: str, int,
+    /// bool, bytes, uuid, objectid. OPTION: lowercase, nfc (str only, as #[key(lowercase)],
+    /// #[key(nfc)]), optional (an Option field: absent or null is None). The type and options
+    /// are read from the right, so NAME may hold ':'.
+    #[arg(long = "key", required = true, value_name = "NAME:TYPE[:OPTION]", value_parser = parse_key_field)]
+    keys: Vec<KeyField>,
+    /// The timestamp key field, NAME[:FORM]. FORM: ms (int32/int64 Unix ms), date (BSON
+    /// date), rfc3339 (text, as chrono and jiff store it), systemtime ({secs_since_epoch,
+    /// nanos_since_epoch}), or any (default: each by its BSON type).
+    #[arg(long, value_name = "NAME[:FORM]", value_parser = parse_timestamp_field)]
+    timestamp: (String, TimestampForm),
+    #[command(flatten)]
+    scheme: SchemeArgs,
+    /// A `#[natural_key(skip_hash)]` field: left out of the content hash (and, in an audit,
+    /// when telling identical duplicates from differing ones).
+    #[arg(long, value_name = "FIELD")]
+    skip_hash: Vec<String>,
+}
+
+impl SpecArgs {
+    fn spec(&self) -> Result<KeySpec, String> {
+        let scheme = self.scheme.scheme()?;
+        let (ts_name, form) = self.timestamp.clone();
+        let mut names: Vec<&str> = self.keys.iter().map(KeyField::name).collect();
+        names.push(&ts_name);
+        for (i, n) in names.iter().enumerate() {
+            if names[..i].contains(n) {
+                return Err(format!("field `{n}` is named twice in --key/--timestamp"));
+            }
+        }
+        let mut spec = KeySpec::new(scheme, leak(ts_name.clone())).timestamp_form(form);
+        for k in &self.keys {
+            spec = spec.key(k.clone());
+        }
+        for f in &self.skip_hash {
+            spec = spec.skip_hash(leak(f.clone()));
+        }
+        Ok(spec)
+    }
+}
+
+/// A client for --uri, waiting at most --timeout for the server; the messages never carry the
+/// connection string.
+async fn connect(args: &ConnectArgs) -> Result<mongodb::Client, String> {
+    let mut options = ClientOptions::parse(&args.uri)
+        .await
+        .map_err(|e| format!("bad --uri: {}", short(&e)))?;
+    let timeout = Duration::from_secs(args.timeout.max(1));
+    options.server_selection_timeout = Some(timeout);
+    options.connect_timeout = Some(timeout);
+    options
+        .app_name
+        .get_or_insert_with(|| "natural-key-cli".into());
+    mongodb::Client::with_options(options).map_err(|e| format!("bad --uri: {}", short(&e)))
+}
+
+/// An error and its sources, `outer: inner`.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        s.push_str(&format!(": {cause}"));
+        next = cause.source();
+    }
+    s
+}
+
+/// The password of a `mongodb://user:password@host` connection string, to keep out of every
+/// message.
+fn password(uri: &str) -> Option<&str> {
+    let rest = uri.split_once("://")?.1;
+    let authority = rest.split(['/', '?']).next()?;
+    let userinfo = authority.rsplit_once('@')?.0;
+    let password = userinfo.split_once(':')?.1;
+    (!password.is_empty()).then_some(password)
 }
 
 #[derive(Args)]
@@ -95,32 +209,10 @@ struct IdArgs {
 
 #[derive(Args)]
 struct AuditArgs {
-    /// The connection string (with retryWrites=false where the engine needs it).
-    #[arg(long)]
-    uri: String,
-    /// The database.
-    #[arg(long)]
-    db: String,
-    /// The collection.
-    #[arg(long)]
-    collection: String,
-    /// An identity key field, NAME:TYPE[:OPTION]... in declaration order. TYPE: str, int,
-    /// bool, bytes, uuid, objectid. OPTION: lowercase, nfc (str only, as #[key(lowercase)],
-    /// #[key(nfc)]), optional (an Option field: absent or null is None). The type and options
-    /// are read from the right, so NAME may hold ':'.
-    #[arg(long = "key", required = true, value_name = "NAME:TYPE[:OPTION]", value_parser = parse_key_field)]
-    keys: Vec<KeyField>,
-    /// The timestamp key field, NAME[:FORM]. FORM: ms (int32/int64 Unix ms), date (BSON
-    /// date), rfc3339 (text, as chrono and jiff store it), systemtime ({secs_since_epoch,
-    /// nanos_since_epoch}), or any (default: each by its BSON type).
-    #[arg(long, value_name = "NAME[:FORM]", value_parser = parse_timestamp_field)]
-    timestamp: (String, TimestampForm),
     #[command(flatten)]
-    scheme: SchemeArgs,
-    /// A `#[natural_key(skip_hash)]` field: left out when telling identical duplicates from
-    /// differing ones (which compares every stored field but `_id` and `_nk_*`).
-    #[arg(long, value_name = "FIELD")]
-    skip_hash: Vec<String>,
+    connect: ConnectArgs,
+    #[command(flatten)]
+    spec: SpecArgs,
     #[arg(long, value_name = "FINDING[=N],...", value_delimiter = ',', value_parser = parse_allow, long_help = ALLOW_HELP, help = "Findings tolerated before the exit status turns 1 (see --help)")]
     allow: Vec<(Kind, Option<u64>)>,
     /// Print the report as one JSON object instead of a table (and no progress bar).
@@ -129,9 +221,6 @@ struct AuditArgs {
     /// How many `_id`s to show per finding.
     #[arg(long, default_value_t = 10)]
     sample: usize,
-    /// Seconds to wait for the server (server selection and connecting).
-    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
-    timeout: u64,
 }
 
 fn main() -> ExitCode {
@@ -151,13 +240,22 @@ fn main() -> ExitCode {
             return fail(&format!("{message} (see --help)"));
         }
     };
+    let secret = match &cli.command {
+        Command::Audit(a) => password(&a.connect.uri).map(str::to_string),
+        Command::Ingest(a) => password(&a.connect.uri).map(str::to_string),
+        Command::Id(_) => None,
+    };
     let result = match cli.command {
         Command::Id(args) => id(args),
         Command::Audit(args) => audit(args),
+        Command::Ingest(args) => ingest::ingest(args),
     };
     match result {
         Ok(code) => code,
-        Err(message) => fail(&message),
+        Err(message) => match secret {
+            Some(p) => fail(&message.replace(&p, "****")),
+            None => fail(&message),
+        },
     }
 }
 
@@ -445,29 +543,14 @@ fn exceeded(report: &AuditReport, allow: &[(Kind, Option<u64>)]) -> Vec<(&'stati
 }
 
 fn audit(args: AuditArgs) -> Result<ExitCode, String> {
-    let scheme = args.scheme.scheme()?;
-    let (ts_name, form) = args.timestamp.clone();
-    let mut names: Vec<&str> = args.keys.iter().map(KeyField::name).collect();
-    names.push(&ts_name);
-    for (i, n) in names.iter().enumerate() {
-        if names[..i].contains(n) {
-            return Err(format!("field `{n}` is named twice in --key/--timestamp"));
-        }
-    }
-    let mut spec = KeySpec::new(scheme, leak(ts_name.clone())).timestamp_form(form);
-    for k in &args.keys {
-        spec = spec.key(k.clone());
-    }
-    for f in &args.skip_hash {
-        spec = spec.skip_hash(leak(f.clone()));
-    }
+    let spec = args.spec.spec()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     let report = runtime.block_on(run_audit(&args, &spec))?;
     let over = exceeded(&report, &args.allow);
-    let namespace = format!("{}.{}", args.db, args.collection);
+    let namespace = format!("{}.{}", args.connect.db, args.connect.collection);
     if args.json {
         print(&json(&namespace, &report, &over).to_string())?;
     } else {
@@ -481,30 +564,20 @@ fn audit(args: AuditArgs) -> Result<ExitCode, String> {
 }
 
 async fn run_audit(args: &AuditArgs, spec: &KeySpec) -> Result<AuditReport, String> {
-    let mut options = ClientOptions::parse(&args.uri)
-        .await
-        .map_err(|e| format!("bad --uri: {}", short(&e)))?;
-    let timeout = Duration::from_secs(args.timeout.max(1));
-    options.server_selection_timeout = Some(timeout);
-    options.connect_timeout = Some(timeout);
-    options
-        .app_name
-        .get_or_insert_with(|| "natural-key-cli".into());
-    let client =
-        mongodb::Client::with_options(options).map_err(|e| format!("bad --uri: {}", short(&e)))?;
-    let db = client.database(&args.db);
+    let client = connect(&args.connect).await?;
+    let (db_name, collection) = (&args.connect.db, &args.connect.collection);
+    let db = client.database(db_name);
     let unreachable =
         |e: mongodb::error::Error| format!("cannot reach the server of --uri: {}", short(&e));
     let names = db.list_collection_names().await.map_err(unreachable)?;
-    if !names.contains(&args.collection) {
+    if !names.contains(collection) {
         return Err(format!(
-            "database `{}` has no collection `{}` (it has {} others); check --db and --collection",
-            args.db,
-            args.collection,
+            "database `{db_name}` has no collection `{collection}` (it has {} others); check \
+             --db and --collection",
             names.len()
         ));
     }
-    let coll = db.collection::<bson::Document>(&args.collection);
+    let coll = db.collection::<bson::Document>(collection);
     let bar = if std::io::stderr().is_terminal() && !args.json {
         let total = coll.estimated_document_count().await.map_err(unreachable)?;
         let bar = indicatif::ProgressBar::new(total);

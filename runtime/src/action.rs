@@ -368,6 +368,7 @@ macro_rules! batch_options {
         }
     };
 }
+pub(crate) use {batch_options, common_options};
 
 /// Builder returned by [`Collection::upsert_stream`]; `.await` it.
 #[must_use = "a batch write does nothing until awaited"]

@@ -190,28 +190,15 @@ where
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let coll = self.coll;
-            let deployment = match self.deployment {
-                Some(d) => d,
-                None => Deployment::detect(coll.client()).await?,
-            };
-            let ns = coll.namespace();
-            let write_concern = match coll.write_concern() {
-                Some(wc) => Some(
-                    bson::to_raw_document_buf(wc)
-                        .map_err(Error::serialize::<mongodb::options::WriteConcern>)?,
-                )
-                .filter(|d| !d.is_empty()),
-                None => None,
-            };
-            let db = coll.client().database(&ns.db);
-            let mut target = Target::new(db, ns.coll.clone(), write_concern, deployment, false);
-            let by_identity = check_shard_key::<T>(&target).await?;
-            target.sharded = self
-                .sharded
-                .unwrap_or(target.deployment.is_sharded() || by_identity);
-            for spec in T::index_models() {
-                ensure_index(&target, &spec).await?;
-            }
+            let target = open_target(
+                coll.client(),
+                coll.namespace(),
+                coll.write_concern(),
+                self.deployment,
+                self.sharded,
+                &T::index_models(),
+            )
+            .await?;
             let fields = struct_fields::<T>();
             if fields.is_none() {
                 tracing::warn!(
@@ -230,10 +217,43 @@ where
     }
 }
 
-/// Whether the engine can enforce the unique indexes `T` relies on, as far as its plans tell
-/// (`op::placement`): refused with [`Error::ShardKeyUnsupported`] before anything is written
-/// when the collection is sharded on a key under which it cannot. `Ok(true)` when the shard
-/// key is `_nk_identity` and `T` is a `NaturalKey` type: its write filters then carry it,
+/// What opening a collection for natural-key writes does, typed or not: learn the deployment
+/// (unless given), check the shard key, decide whether write filters carry `_nk_identity`
+/// (`sharded` as declared, else as found), and ensure `indexes`.
+pub(crate) async fn open_target(
+    client: &mongodb::Client,
+    ns: mongodb::Namespace,
+    write_concern: Option<&mongodb::options::WriteConcern>,
+    deployment: Option<Deployment>,
+    sharded: Option<bool>,
+    indexes: &[IndexSpec],
+) -> Result<Target, Error> {
+    let deployment = match deployment {
+        Some(d) => d,
+        None => Deployment::detect(client).await?,
+    };
+    let write_concern = match write_concern {
+        Some(wc) => Some(
+            bson::to_raw_document_buf(wc)
+                .map_err(Error::serialize::<mongodb::options::WriteConcern>)?,
+        )
+        .filter(|d| !d.is_empty()),
+        None => None,
+    };
+    let db = client.database(&ns.db);
+    let mut target = Target::new(db, ns.coll, write_concern, deployment, false);
+    let by_identity = check_shard_key(&target, indexes).await?;
+    target.sharded = sharded.unwrap_or(target.deployment.is_sharded() || by_identity);
+    for spec in indexes {
+        ensure_index(&target, spec).await?;
+    }
+    Ok(target)
+}
+
+/// Whether the engine can enforce the unique `indexes` a type relies on, as far as its plans
+/// tell (`op::placement`): refused with [`Error::ShardKeyUnsupported`] before anything is
+/// written when the collection is sharded on a key under which it cannot. `Ok(true)` when the
+/// shard key is `_nk_identity` and the type is a `NaturalKey` one: its write filters carry it,
 /// so that each write goes to the one shard that holds the document.
 ///
 /// A `NaturalKey` type needs `_nk_identity` as the shard key: documents of one identity (a
@@ -241,8 +261,7 @@ where
 /// type needs `_nk_idempotency` when it has an idempotency key (a resent request has a new
 /// `_id` and the same key), `_id` otherwise; `_nk_identity`, which events do not store, keeps
 /// them all on one shard, which is safe too.
-async fn check_shard_key<T: Indexes>(target: &Target) -> Result<bool, Error> {
-    let indexes = T::index_models();
+async fn check_shard_key(target: &Target, indexes: &[IndexSpec]) -> Result<bool, Error> {
     let needed = [IDENTITY_FIELD, IDEMPOTENCY_FIELD]
         .into_iter()
         .find(|f| indexes.iter().any(|ix| ix.field == *f))

@@ -246,6 +246,73 @@ fn write_v2<S: Sink, T: Serialize + ?Sized>(out: &mut S, doc: &T, skip: &[&str])
     })
 }
 
+/// The content hashes of a document without a Rust type (a [`KeySpec`](crate::spec::KeySpec)
+/// document, docs/id-scheme.md, "A document without a Rust type"): its top-level fields but
+/// those named in `skip`, in stored order, as the struct a v1 type's fields make; every
+/// embedded document as a struct too, every other value as the bson crate serializes it. The
+/// v1 hash, which such a writer stores, and the same encoding under the v2 prefix, which a
+/// v2 type whose stored document has these fields writes and which is accepted as equal.
+pub(crate) fn untyped_hashes(
+    doc: &bson::RawDocument,
+    skip: impl Fn(&str) -> bool,
+) -> Result<(ContentHash, ContentHash), String> {
+    let mut body = Vec::with_capacity(doc.as_bytes().len() + 64);
+    write_untyped(&mut Canon { out: &mut body }, doc, Some(&skip)).map_err(|e| e.0)?;
+    let hash = |mut h: Buffered| {
+        h.put(&body);
+        ContentHash(h.finish())
+    };
+    Ok((hash(START_V1), hash(START_V2)))
+}
+
+/// A BSON document as a struct: `skip` applies at the top level only.
+fn write_untyped<S: Sink>(
+    canon: &mut Canon<'_, S>,
+    doc: &bson::RawDocument,
+    skip: Option<&dyn Fn(&str) -> bool>,
+) -> R {
+    canon.byte(tag::STRUCT);
+    for element in doc {
+        let (name, value) = element.map_err(ser::Error::custom)?;
+        if skip.is_some_and(|skip| skip(name)) {
+            continue;
+        }
+        canon.str(name);
+        write_untyped_value(canon, value)?;
+    }
+    canon.byte(tag::STRUCT_END);
+    Ok(())
+}
+
+fn write_untyped_value<S: Sink>(canon: &mut Canon<'_, S>, value: bson::RawBsonRef<'_>) -> R {
+    use bson::RawBsonRef as B;
+    use serde::ser::Serializer as _;
+    match value {
+        B::Document(d) => write_untyped(canon, d, None),
+        B::Array(a) => {
+            canon.byte(tag::SEQ);
+            for v in a {
+                write_untyped_value(canon, v.map_err(ser::Error::custom)?)?;
+            }
+            canon.byte(tag::SEQ_END);
+            Ok(())
+        }
+        B::String(s) => canon.serialize_str(s),
+        B::Int32(i) => canon.serialize_i32(i),
+        B::Int64(i) => canon.serialize_i64(i),
+        B::Double(f) => canon.serialize_f64(f),
+        B::Boolean(b) => canon.serialize_bool(b),
+        B::Null => canon.serialize_unit(),
+        // The rest as the bson crate's `Serialize` writes them (canonical Extended JSON's
+        // shapes: `{"$oid": hex}`, `{"$date": {"$numberLong": ms}}`, ...), as a typed field
+        // of that bson type hashes.
+        other => {
+            let owned = bson::Bson::try_from(other.to_raw_bson()).map_err(ser::Error::custom)?;
+            owned.serialize(canon)
+        }
+    }
+}
+
 trait Sink {
     fn put(&mut self, bytes: &[u8]);
     /// `tag`, then `word`, then `data`: every piece of the encoding but a lone tag.

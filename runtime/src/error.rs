@@ -74,6 +74,12 @@ pub enum Error {
     #[error(transparent)]
     Key(#[from] KeyError),
 
+    /// A document without a Rust type does not hold its key as its
+    /// [`KeySpec`](crate::spec::KeySpec) describes it (a key field missing or of another type,
+    /// a timestamp that is not one); nothing was written.
+    #[error("{0}")]
+    KeyFields(crate::spec::SpecError),
+
     /// The document could not be serialized (for hashing or to BSON); nothing was written.
     #[error("cannot serialize `{type_name}`: {message}")]
     Serialize {
@@ -599,7 +605,7 @@ impl Error {
     pub const UNNAMED_KEY: &'static str = "its value";
 
     /// A short name of the variant, stable across releases: the `kind` label of the
-    /// counters of the `metrics` module, and handy in logs. `key`, `serialize`,
+    /// counters of the `metrics` module, and handy in logs. `key`, `key_fields`, `serialize`,
     /// `immutable_key_changed`, `contention`, `write_failed`, `unique_index_violation`,
     /// `idempotency_key_reused`, `document_too_large`, `invalid_field_name`, `index_conflict`,
     /// `index_unavailable`, `shard_key_unsupported`, `shard_key_missing`, `timeout`,
@@ -616,6 +622,7 @@ impl Error {
     pub fn kind(&self) -> &'static str {
         match self {
             Error::Key(_) => "key",
+            Error::KeyFields(_) => "key_fields",
             Error::Serialize { .. } => "serialize",
             Error::ImmutableKeyChanged { .. } => "immutable_key_changed",
             Error::Contention { .. } => "contention",
@@ -659,6 +666,16 @@ impl Error {
         Error::Serialize {
             type_name: std::any::type_name::<T>(),
             message: message.to_string(),
+        }
+    }
+}
+
+impl From<crate::spec::SpecError> for Error {
+    /// [`Error::Key`] for a key whose values give no id, [`Error::KeyFields`] otherwise.
+    fn from(e: crate::spec::SpecError) -> Self {
+        match e {
+            crate::spec::SpecError::Key(k) => Error::Key(k),
+            other => Error::KeyFields(other),
         }
     }
 }

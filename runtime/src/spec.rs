@@ -15,12 +15,14 @@
 
 use std::fmt;
 use std::future::IntoFuture;
+use std::sync::Arc;
 
 use bson::spec::BinarySubtype;
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
-use serde::ser::{Serialize, SerializeMap, Serializer};
+use mongodb::ClientSession;
 use ulid::Ulid;
 
+use crate::action::{batch_options, common_options};
 use crate::content::ContentHash;
 use crate::error::{Error, KeyError};
 use crate::key::{check_timestamp, ulid_from, KeySink, KeyValue, Normalize, Scheme};
@@ -29,7 +31,12 @@ use crate::maintain::scan::{Derive, Derived};
 use crate::maintain::DEFAULT_SAMPLE;
 use crate::names::RESERVED_PREFIX;
 use crate::op::Target;
-use crate::write::batch::Progress;
+use crate::outcome::{BatchError, BatchReport};
+use crate::retry::RetryPolicy;
+use crate::stored::Prepared;
+use crate::write::batch::{self, Options, Progress};
+use crate::write::mode::WriteMode;
+use crate::write::upsert::{Guarded, GuardedWriter};
 
 pub use crate::rfc3339::{rfc3339_millis, Rfc3339Error};
 
@@ -209,6 +216,16 @@ impl KeyField {
     pub fn name(&self) -> &'static str {
         self.name
     }
+
+    /// The field's type.
+    pub fn kind(&self) -> KeyKind {
+        self.kind
+    }
+
+    /// Whether absent or `null` is the key `None` ([`optional`](KeyField::optional)).
+    pub fn is_optional(&self) -> bool {
+        self.optional
+    }
 }
 
 /// A natural key described at run time: the scheme, the identity key fields in declaration
@@ -332,6 +349,11 @@ impl KeySpec {
         self.timestamp
     }
 
+    /// The form the timestamp is read in ([`timestamp_form`](KeySpec::timestamp_form)).
+    pub fn form(&self) -> TimestampForm {
+        self.form
+    }
+
     /// The id and identity (`_nk_identity`, as hex through `Display`) that `doc`'s fields
     /// derive. A spec without identity keys derives nothing ([`SpecError::NoIdentityKey`]),
     /// as the derive refuses such a type.
@@ -415,34 +437,35 @@ impl KeySpec {
         }
     }
 
-    fn content(&self, doc: &RawDocument) -> Result<ContentHash, String> {
-        crate::content::canonical_hash(&Content { spec: self, doc }).map_err(|e| e.to_string())
+    /// The content hash natural-key stores for `doc` as a document without a Rust type
+    /// (docs/id-scheme.md, "A document without a Rust type"): its fields in stored order but
+    /// `_id`, natural-key's own and the spec's skip_hash fields. Where the values' types agree
+    /// it is the hash a `#[derive(NaturalKey)]` type with these fields, in this order, stores.
+    ///
+    /// ```
+    /// use natural_key_runtime::spec::{KeyField, KeyKind, KeySpec};
+    /// use natural_key_runtime::Scheme;
+    /// let spec = KeySpec::new(Scheme::Default { namespace: "" }, "published_at")
+    ///     .key(KeyField::new("slug", KeyKind::Str));
+    /// let a = bson::rawdoc! { "slug": "hello", "published_at": 1_700_000_000_000i64, "body": "Hi" };
+    /// let b = bson::rawdoc! { "slug": "hello", "published_at": 1_700_000_000_000i64, "body": "Hi!" };
+    /// assert_ne!(spec.content_hash(&a)?, spec.content_hash(&b)?);
+    /// # Ok::<(), natural_key_runtime::Error>(())
+    /// ```
+    pub fn content_hash(&self, doc: &RawDocument) -> Result<ContentHash, Error> {
+        Ok(self.hashes(doc)?.0)
     }
-}
 
-/// The stored fields an audit compares duplicates by: all but `_id`, natural-key's own and the
-/// spec's skip_hash fields, as a map (so their order does not matter).
-struct Content<'a> {
-    spec: &'a KeySpec,
-    doc: &'a RawDocument,
-}
-
-impl Serialize for Content<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::Error as _;
-        let mut map = s.serialize_map(None)?;
-        for entry in self.doc {
-            let (name, value) = entry.map_err(S::Error::custom)?;
-            if name == "_id"
-                || name.starts_with(RESERVED_PREFIX)
-                || self.spec.skip_hash.contains(&name)
-            {
-                continue;
-            }
-            let value = bson::Bson::try_from(value.to_raw_bson()).map_err(S::Error::custom)?;
-            map.serialize_entry(name, &value)?;
-        }
-        map.end()
+    /// [`content_hash`](KeySpec::content_hash), and the same encoding under the v2 prefix (what
+    /// a v2 type whose stored fields these are writes, accepted as equal).
+    pub(crate) fn hashes(&self, doc: &RawDocument) -> Result<(ContentHash, ContentHash), Error> {
+        crate::content::untyped_hashes(doc, |name| {
+            name == "_id" || name.starts_with(RESERVED_PREFIX) || self.skip_hash.contains(&name)
+        })
+        .map_err(|message| Error::Serialize {
+            type_name: "a BSON document",
+            message,
+        })
     }
 }
 
@@ -456,12 +479,209 @@ impl Derive for KeySpec {
             doc: (),
             identity: identity.0,
             derived: id,
-            hash: self.content(stored)?,
+            hash: self.content_hash(stored).map_err(|e| e.to_string())?,
         })
     }
 
     fn hash_current(&self, _: &Derived<()>, _: &str) -> bool {
         true
+    }
+}
+
+impl KeySpec {
+    /// Opens `db.name` for guarded upserts of documents this spec describes, as
+    /// [`Collection::open`](crate::Collection::open) opens one for a type: it ensures the
+    /// identity index, learns the deployment and checks the shard key. `.await` it.
+    ///
+    /// ```no_run
+    /// # use natural_key_runtime::spec::{KeyField, KeyKind, KeySpec};
+    /// # use natural_key_runtime::Scheme;
+    /// # async fn f(db: mongodb::Database) -> Result<(), natural_key_runtime::BatchError> {
+    /// let spec = KeySpec::new(Scheme::Default { namespace: "blog.post" }, "published_at")
+    ///     .key(KeyField::new("slug", KeyKind::Str));
+    /// let posts = spec.open(&db, "posts").await?;
+    /// let doc = bson::rawdoc! { "slug": "hello", "published_at": 1_700_000_000_000i64, "body": "Hi" };
+    /// let report = posts.upsert_many([doc]).await?;
+    /// assert_eq!(report.inserted + report.updated + report.unchanged, 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn open(&self, db: &mongodb::Database, name: &str) -> OpenSpecCollection {
+        OpenSpecCollection {
+            spec: self.clone(),
+            coll: db.collection(name),
+            sharded: None,
+        }
+    }
+}
+
+/// Builder returned by [`KeySpec::open`]; `.await` it.
+#[must_use = "opening does nothing until awaited"]
+pub struct OpenSpecCollection {
+    spec: KeySpec,
+    coll: mongodb::Collection<bson::Document>,
+    sharded: Option<bool>,
+}
+
+impl OpenSpecCollection {
+    /// Declares the collection sharded or partitioned on `_nk_identity`, as
+    /// [`OpenCollection::sharded`](crate::OpenCollection::sharded) does.
+    pub fn sharded(mut self, sharded: bool) -> Self {
+        self.sharded = Some(sharded);
+        self
+    }
+}
+
+impl IntoFuture for OpenSpecCollection {
+    type Output = Result<SpecCollection, Error>;
+    type IntoFuture = BoxFuture<'static, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let target = crate::collection::open_target(
+                self.coll.client(),
+                self.coll.namespace(),
+                self.coll.write_concern(),
+                None,
+                self.sharded,
+                &[crate::traits::identity_index()],
+            )
+            .await?;
+            Ok(SpecCollection {
+                spec: Arc::new(self.spec),
+                target,
+            })
+        })
+    }
+}
+
+/// A collection opened for guarded upserts of documents without a Rust type, each described by
+/// a [`KeySpec`]: the same ids, identities, content hashes, fork guard and outcomes as a
+/// [`Collection`](crate::Collection) of a type with those keys (docs/id-scheme.md, "A document
+/// without a Rust type"). The `natural-key ingest` command writes through it.
+#[derive(Debug, Clone)]
+pub struct SpecCollection {
+    spec: Arc<KeySpec>,
+    target: Target,
+}
+
+impl SpecCollection {
+    /// The spec the documents are written under.
+    pub fn spec(&self) -> &KeySpec {
+        &self.spec
+    }
+
+    /// Whether write filters carry `_nk_identity` (the collection is sharded or partitioned).
+    pub fn is_sharded(&self) -> bool {
+        self.target.sharded
+    }
+
+    /// Guarded upserts of `docs`, a batch at a time, as
+    /// [`Collection::upsert_many`](crate::Collection::upsert_many). Each document is stored as
+    /// given, but an `_id` equal to its derived id (which is dropped, and written as the id);
+    /// a document that gives no id, holds a name natural-key refuses or is too large is a
+    /// failure at its input index, and the others are written.
+    pub fn upsert_many<I>(&self, docs: I) -> SpecUpsert<'_, futures_util::stream::Iter<I::IntoIter>>
+    where
+        I: IntoIterator<Item = RawDocumentBuf>,
+    {
+        self.upsert_stream(futures_util::stream::iter(docs))
+    }
+
+    /// [`upsert_many`](SpecCollection::upsert_many) over a `Stream`, in constant memory.
+    pub fn upsert_stream<S>(&self, docs: S) -> SpecUpsert<'_, S>
+    where
+        S: futures_util::Stream<Item = RawDocumentBuf>,
+    {
+        SpecUpsert {
+            coll: self,
+            docs,
+            opts: Options::default(),
+            mode: WriteMode::Merge,
+            session: None,
+        }
+    }
+}
+
+/// Builder returned by [`SpecCollection::upsert_stream`]; `.await` it.
+#[must_use = "a batch write does nothing until awaited"]
+pub struct SpecUpsert<'a, S> {
+    coll: &'a SpecCollection,
+    docs: S,
+    opts: Options<'a>,
+    mode: WriteMode,
+    session: Option<&'a mut ClientSession>,
+}
+
+impl<'a, S> SpecUpsert<'a, S> {
+    batch_options!();
+
+    /// [`WriteMode::Merge`] (default: the document's fields are set, other stored fields
+    /// stay) or [`WriteMode::Replace`] (the stored document becomes this one).
+    pub fn mode(mut self, mode: WriteMode) -> Self {
+        self.mode = mode;
+        self
+    }
+}
+
+impl<'a, S> IntoFuture for SpecUpsert<'a, S>
+where
+    S: futures_util::Stream<Item = RawDocumentBuf> + Send + 'a,
+{
+    type Output = Result<BatchReport, BatchError>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        use futures_util::StreamExt;
+        let coll = self.coll;
+        let spec = &coll.spec;
+        let span =
+            tracing::info_span!("natural_key.upsert_many", collection = %coll.target.namespace);
+        Box::pin(tracing::Instrument::instrument(
+            async move {
+                let docs = self.docs.map(move |doc| Untyped {
+                    spec: spec.clone(),
+                    doc,
+                });
+                let mut writer =
+                    GuardedWriter::<Untyped>::new(&coll.target, self.mode, None, self.session);
+                let prepare = |d: &Untyped| Prepared::of_untyped(&d.spec, &d.doc, &coll.target);
+                let ns = &coll.target.namespace;
+                batch::run(docs, self.opts, "upsert_many", ns, &prepare, &mut writer).await
+            },
+            span,
+        ))
+    }
+}
+
+/// One document of a [`SpecUpsert`], with its spec: what the guard asks of it for a fork's
+/// error and the other hash it accepts.
+struct Untyped {
+    spec: Arc<KeySpec>,
+    doc: RawDocumentBuf,
+}
+
+impl Guarded for Untyped {
+    fn describe(&self) -> String {
+        let parts: Vec<String> = self
+            .spec
+            .keys
+            .iter()
+            .map(|k| match self.doc.get(k.name) {
+                Ok(Some(v)) => match bson::Bson::try_from(v.to_raw_bson()) {
+                    Ok(v) => format!("{}={v}", k.name),
+                    Err(_) => format!("{}=?", k.name),
+                },
+                _ => format!("{}=None", k.name),
+            })
+            .collect();
+        parts.join(", ")
+    }
+
+    fn other_hash(&self) -> Option<String> {
+        self.spec
+            .hashes(&self.doc)
+            .ok()
+            .map(|(_, v2)| v2.to_string())
     }
 }
 

@@ -11,6 +11,7 @@ use crate::content::{canonical_hash, ContentHash};
 use crate::error::{Error, FieldNameProblem};
 use crate::names::{HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, RESERVED_PREFIX, WRITE_FIELD};
 use crate::op::Target;
+use crate::spec::KeySpec;
 use crate::traits::{NaturalKey, RandomId};
 
 /// BSON bytes `_id` (a 26-character ULID string) and `_nk_write` add to a body.
@@ -69,6 +70,49 @@ impl Prepared {
             body,
             update_body,
             relative,
+        })
+    }
+}
+
+impl Prepared {
+    /// A document without a Rust type, under `spec`: what [`Prepared::of`] derives from a typed
+    /// one, by the same rules (docs/id-scheme.md, "A document without a Rust type"). An `_id`
+    /// in `doc` is accepted only when it is the derived id as text (a re-import of an export of
+    /// the collection) and is not copied; any other `_id` is refused like a typed document's.
+    pub(crate) fn of_untyped(
+        spec: &KeySpec,
+        doc: &RawDocument,
+        target: &Target,
+    ) -> Result<Self, Error> {
+        let (id, identity) = spec.derive(doc)?;
+        let id_text = id.to_string();
+        let (hash, _) = spec.hashes(doc)?;
+        let unreadable = |e: bson::raw::Error| Error::Serialize {
+            type_name: "a BSON document",
+            message: e.to_string(),
+        };
+        let mut body = RawDocumentBuf::new();
+        for element in doc {
+            let (name, value) = element.map_err(unreadable)?;
+            if name == "_id" && value.as_str() == Some(id_text.as_str()) {
+                continue;
+            }
+            body.append_ref(name, value);
+        }
+        check_names(&body, OwnId::Derived).map_err(|e| e.into_error::<RawDocument>(target, id))?;
+        let identity = identity.to_string();
+        let hash = hash.to_string();
+        body.append(IDENTITY_FIELD, identity.as_str());
+        body.append(HASH_FIELD, hash.as_str());
+        check_size(target, id, body.as_bytes().len() + ID_BYTES + TOKEN_BYTES)?;
+        Ok(Prepared {
+            id,
+            id_text,
+            identity,
+            hash,
+            body,
+            update_body: None,
+            relative: &[],
         })
     }
 }

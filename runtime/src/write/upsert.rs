@@ -68,6 +68,25 @@ async fn starts_with_insert(
     })
 }
 
+/// What the guard asks of a document beyond its [`Prepared`] form, and only when it needs it.
+pub(crate) trait Guarded {
+    /// Its key values as text, for a fork's error.
+    fn describe(&self) -> String;
+    /// Another content hash that counts as this content (docs/id-scheme.md): a v2 type's v1
+    /// hash ("Upgrading from v1"); a document without a Rust type, its encoding under the v2
+    /// prefix ("A document without a Rust type").
+    fn other_hash(&self) -> Option<String>;
+}
+
+impl<T: NaturalKey> Guarded for T {
+    fn describe(&self) -> String {
+        self.key_description()
+    }
+    fn other_hash(&self) -> Option<String> {
+        self.__content_hash_v1().map(|h| h.to_string())
+    }
+}
+
 /// The batch runner's writer for upserts: the guard, with the call's mode and session, and
 /// what it learns from one batch for the next.
 pub(crate) struct GuardedWriter<'a, T> {
@@ -104,7 +123,7 @@ impl<'a, T> GuardedWriter<'a, T> {
 
 impl<T, D> Writer<D> for GuardedWriter<'_, T>
 where
-    T: NaturalKey + Send + Sync,
+    T: Guarded + Send + Sync,
     D: Borrow<T> + Send + Sync,
 {
     type Prepared = Prepared;
@@ -116,17 +135,14 @@ where
         tries: &mut Attempts,
     ) -> Result<Outcomes<UpsertOutcome>, Error> {
         let first_attempt = !tries.is_retry();
-        let describe = |i: usize| batch[i].doc.borrow().key_description();
-        let hash_v1 = |i: usize| {
-            let v1 = batch[i].doc.borrow().__content_hash_v1();
-            v1.map(|h| h.to_string())
-        };
+        let describe = |i: usize| batch[i].doc.borrow().describe();
+        let other_hash = |i: usize| batch[i].doc.borrow().other_hash();
         let call = UpsertCall {
             target: self.target,
             mode: self.mode,
             fields: self.fields,
             describe: &describe,
-            hash_v1: &hash_v1,
+            other_hash: &other_hash,
         };
         let items: Vec<&Prepared> = batch.iter().map(|i| &i.prepared).collect();
         let session = self.session.as_deref_mut();
@@ -162,8 +178,9 @@ pub(crate) struct UpsertCall<'a> {
     pub(crate) fields: Option<&'static [&'static str]>,
     /// Describes document `i`'s key, for a fork error (built only when needed).
     pub(crate) describe: &'a (dyn Fn(usize) -> String + Sync),
-    /// Document `i`'s v1 content hash, for a type hashed v2 (computed only when needed).
-    pub(crate) hash_v1: &'a (dyn Fn(usize) -> Option<String> + Sync),
+    /// Document `i`'s other accepted content hash ([`Guarded::other_hash`], computed only when
+    /// needed).
+    pub(crate) other_hash: &'a (dyn Fn(usize) -> Option<String> + Sync),
 }
 
 /// What a batch's attempts have sent, kept across the retry policy's attempts: a lost reply
@@ -346,7 +363,7 @@ pub(crate) fn first_ingest_commands(
         mode: WriteMode::default(),
         fields,
         describe: &describe,
-        hash_v1: &|_| None,
+        other_hash: &|_| None,
     };
     let mut ledger = Ledger::new(items.len());
     let mut state = BatchState::new(items, &mut ledger.sent);
@@ -522,7 +539,7 @@ fn plan<'p>(
             p.id,
             &p.id_text,
             &p.hash,
-            || (call.hash_v1)(i),
+            || (call.other_hash)(i),
             view,
             state.sent[i].as_ref(),
         ) {
@@ -1036,7 +1053,7 @@ mod tests {
             assert_unique_names(&command(&t, Command::Insert, &[&insert]).unwrap(), "insert");
             for mode in [WriteMode::Merge, WriteMode::Replace] {
                 let call = UpsertCall {
-                    target: &t, mode, fields: Some(fields), describe: &describe, hash_v1: &|_| None,
+                    target: &t, mode, fields: Some(fields), describe: &describe, other_hash: &|_| None,
                 };
                 let stored_hash = hash.then(|| Bson::String(p.hash.clone()));
                 let s = statement(&call, &p, stored_hash, "token").unwrap();

@@ -1,0 +1,755 @@
+//! `natural-key ingest`: documents from a file or stdin through the library's guarded batch
+//! path ([`SpecCollection`]). This file reads lines, turns each into BSON, refuses the ones that
+//! cannot be, and reports; the ids, hashes, guard and outcomes are the library's.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use natural_key_runtime::bson::{self, Bson, RawDocumentBuf};
+use natural_key_runtime::spec::{KeyKind, KeySpec, SpecCollection, TimestampForm};
+use natural_key_runtime::{BatchReport, Error, RetryPolicy, WriteMode};
+
+use crate::{connect, print, ConnectArgs, SpecArgs};
+
+/// A line longer than this is refused unread: twice the largest document any engine stores
+/// (16 MiB of BSON), so that every line an engine could take is read whole.
+const MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
+
+/// Parsed documents waiting for the writer: the reader runs this far ahead.
+const READ_AHEAD: usize = 4096;
+
+#[derive(Args)]
+pub(crate) struct IngestArgs {
+    /// The input: a file, or - (the default) for stdin.
+    #[arg(value_name = "FILE", default_value = "-")]
+    input: PathBuf,
+    #[command(flatten)]
+    pub(crate) connect: ConnectArgs,
+    #[command(flatten)]
+    spec: SpecArgs,
+    /// The input's format: ndjson (one JSON object per line, Extended JSON for the types JSON
+    /// lacks), csv or tsv (a header line of field names, then one document per line). By
+    /// default, from the file's extension (.csv, .tsv), else ndjson.
+    #[arg(long, value_enum)]
+    format: Option<Format>,
+    /// merge: set the document's fields, keep the stored fields it lacks; replace: the stored
+    /// document becomes the line's.
+    #[arg(long, value_enum, default_value_t = Mode::Merge)]
+    mode: Mode,
+    /// Write every refused line here as one JSON object (NDJSON: line, kind, reason, input),
+    /// a dead-letter file to fix and ingest again.
+    #[arg(long, value_name = "FILE")]
+    reject: Option<PathBuf>,
+    /// Documents per batch (one read and at most one insert and one update per batch).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    batch_size: usize,
+    /// Print the summary as one JSON object (and no progress bar).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Ndjson,
+    Csv,
+    Tsv,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    Merge,
+    Replace,
+}
+
+/// A line that did not become a written document.
+struct Reject {
+    line: u64,
+    /// `input` (not a document), or the library's [`Error::kind`].
+    kind: &'static str,
+    reason: String,
+    text: String,
+}
+
+/// Where rejects go: counted always, written to `--reject` when given.
+struct Rejects {
+    count: u64,
+    /// The lowest line refused, and why.
+    first: Option<(u64, String)>,
+    file: Option<std::io::BufWriter<File>>,
+    error: Option<String>,
+}
+
+impl Rejects {
+    fn add(&mut self, r: Reject) {
+        self.count += 1;
+        if self.first.as_ref().is_none_or(|(line, _)| r.line < *line) {
+            self.first = Some((r.line, r.reason.clone()));
+        }
+        if let Some(f) = &mut self.file {
+            let json = serde_json::json!({
+                "line": r.line, "kind": r.kind, "reason": r.reason, "input": r.text,
+            });
+            if let Err(e) = writeln!(f, "{json}") {
+                self.error.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+}
+
+/// What the reader hands the writer: a document, its line number and its text (kept until the
+/// library has settled it, for a reject).
+struct Parsed {
+    doc: RawDocumentBuf,
+    line: u64,
+    text: String,
+}
+
+pub(crate) fn ingest(args: IngestArgs) -> Result<ExitCode, String> {
+    let spec = args.spec.spec()?;
+    let format = match args.format {
+        Some(f) => f,
+        None => match args.input.extension().and_then(|e| e.to_str()) {
+            Some(e) if e.eq_ignore_ascii_case("csv") => Format::Csv,
+            Some(e) if e.eq_ignore_ascii_case("tsv") => Format::Tsv,
+            _ => Format::Ndjson,
+        },
+    };
+    let stdin = args.input.as_os_str() == "-";
+    let input: Box<dyn Read + Send> = if stdin {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(
+            File::open(&args.input)
+                .map_err(|e| format!("cannot read {}: {e}", args.input.display()))?,
+        )
+    };
+    let size = if stdin {
+        None
+    } else {
+        std::fs::metadata(&args.input).ok().map(|m| m.len())
+    };
+    let file = match &args.reject {
+        Some(path) => Some(std::io::BufWriter::new(
+            File::create(path)
+                .map_err(|e| format!("cannot create --reject {}: {e}", path.display()))?,
+        )),
+        None => None,
+    };
+    let rejects = Arc::new(Mutex::new(Rejects {
+        count: 0,
+        first: None,
+        file,
+        error: None,
+    }));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let started = Instant::now();
+    let outcome = runtime.block_on(run(&args, spec, format, input, size, rejects.clone()))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let mut rejects = Arc::try_unwrap(rejects)
+        .ok()
+        .and_then(|m| m.into_inner().ok())
+        .ok_or("the reader did not finish")?;
+    if let Some(f) = &mut rejects.file {
+        if let Err(e) = f.flush() {
+            rejects.error.get_or_insert_with(|| e.to_string());
+        }
+    }
+    if let Some(e) = &rejects.error {
+        return Err(format!("cannot write --reject: {e}"));
+    }
+    let namespace = format!("{}.{}", args.connect.db, args.connect.collection);
+    let source = if stdin {
+        "stdin".to_string()
+    } else {
+        args.input.display().to_string()
+    };
+    let r = &outcome.report;
+    let stopped = outcome.stopped.as_ref().map(|(_, e)| {
+        let line = outcome.stopped_line.unwrap_or(outcome.lines + 1);
+        format!(
+            "stopped before line {line}: {e}. Every line before it is settled; run the same \
+             command again to finish (what is stored costs no write)"
+        )
+    });
+    if args.json {
+        let json = serde_json::json!({
+            "collection": namespace,
+            "input": source,
+            "lines": outcome.lines,
+            "documents": r.inserted + r.updated + r.unchanged,
+            "inserted": r.inserted,
+            "updated": r.updated,
+            "unchanged": r.unchanged,
+            "rejected": rejects.count,
+            "first_rejected": rejects.first.as_ref().map(|(line, reason)| {
+                serde_json::json!({ "line": line, "reason": reason })
+            }),
+            "seconds": (seconds * 1000.0).round() / 1000.0,
+            "stopped": stopped,
+        });
+        print(&json.to_string())?;
+    } else {
+        let mut text = format!(
+            "ingest of {source} into {namespace}: {} lines; {} inserted, {} updated, {} \
+             unchanged, {} rejected in {seconds:.1} s",
+            outcome.lines, r.inserted, r.updated, r.unchanged, rejects.count
+        );
+        if let Some((line, reason)) = &rejects.first {
+            text.push_str(&format!("\nfirst rejected: line {line}: {reason}"));
+            if let Some(path) = &args.reject {
+                text.push_str(&format!(" (all in {})", path.display()));
+            }
+        }
+        print(&text)?;
+    }
+    if let Some(stopped) = stopped {
+        return Err(stopped);
+    }
+    Ok(if rejects.count == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// What a run did: the library's report, and where it stopped if it did.
+struct Outcome {
+    report: BatchReport,
+    stopped: Option<(usize, Error)>,
+    /// Lines read.
+    lines: u64,
+    /// The line of the first document not settled, when the call stopped.
+    stopped_line: Option<u64>,
+}
+
+async fn run(
+    args: &IngestArgs,
+    spec: KeySpec,
+    format: Format,
+    input: Box<dyn Read + Send>,
+    size: Option<u64>,
+    rejects: Arc<Mutex<Rejects>>,
+) -> Result<Outcome, String> {
+    let client = connect(&args.connect).await?;
+    let db = client.database(&args.connect.db);
+    let coll: SpecCollection = spec
+        .open(&db, &args.connect.collection)
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot open {}.{}: {}",
+                args.connect.db,
+                args.connect.collection,
+                crate::chain(&e)
+            )
+        })?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Parsed>(READ_AHEAD);
+    let bytes_read = Arc::new(AtomicU64::new(0));
+    let lines_read = Arc::new(AtomicU64::new(0));
+    let reader = {
+        let rejects = rejects.clone();
+        let bytes_read = bytes_read.clone();
+        let lines_read = lines_read.clone();
+        let spec = coll.spec().clone();
+        std::thread::spawn(move || {
+            read(input, format, &spec, tx, &rejects, &bytes_read, &lines_read)
+        })
+    };
+    // Documents handed to the library and not yet settled: their line and text, in input
+    // order, so that a document the library refuses is rejected with both.
+    let in_flight: Arc<Mutex<VecDeque<(u64, String)>>> = Arc::new(Mutex::new(VecDeque::new()));
+    let docs = {
+        let in_flight = in_flight.clone();
+        futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)).map(move |p: Parsed| {
+            if let Ok(mut q) = in_flight.lock() {
+                q.push_back((p.line, p.text));
+            }
+            p.doc
+        })
+    };
+    let bar = (std::io::stderr().is_terminal() && !args.json).then(|| {
+        let bar = match size {
+            Some(n) => indicatif::ProgressBar::new(n),
+            None => indicatif::ProgressBar::new_spinner(),
+        };
+        let template = if size.is_some() {
+            "{spinner} {bytes}/{total_bytes} read, {msg} [{elapsed}, {eta} left] {wide_bar}"
+        } else {
+            "{spinner} {bytes} read, {msg} [{elapsed}]"
+        };
+        if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+            bar.set_style(style);
+        }
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        bar
+    });
+    let settled = Arc::new(Mutex::new(Settled {
+        seen_failures: 0,
+        first_index: 0,
+    }));
+    let progress = {
+        let bar = bar.clone();
+        let rejects = rejects.clone();
+        let in_flight = in_flight.clone();
+        let bytes_read = bytes_read.clone();
+        let settled = settled.clone();
+        move |r: &BatchReport| {
+            if let Ok(mut s) = settled.lock() {
+                s.take(r, r.processed() as usize, &in_flight, &rejects);
+            }
+            if let Some(bar) = &bar {
+                bar.set_position(bytes_read.load(Ordering::Relaxed));
+                bar.set_message(format!(
+                    "{} inserted, {} updated, {} unchanged",
+                    r.inserted, r.updated, r.unchanged
+                ));
+            }
+        }
+    };
+    use futures_util::StreamExt as _;
+    let mode = match args.mode {
+        Mode::Merge => WriteMode::Merge,
+        Mode::Replace => WriteMode::Replace,
+    };
+    let result = coll
+        .upsert_stream(docs)
+        .mode(mode)
+        .batch_size(args.batch_size)
+        .retry(RetryPolicy::default())
+        .on_progress(progress)
+        .await;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    // The reader ends when the writer is done with its channel (or the input is).
+    let read_error = reader
+        .join()
+        .map_err(|_| "the reader panicked".to_string())?;
+    let (report, stopped) = match result {
+        Ok(report) => (report, None),
+        Err(e) => {
+            let settled = e.settled;
+            (e.report, Some((settled, e.error)))
+        }
+    };
+    // What the last progress call did not see, and the line the call stopped at.
+    let mut settled = settled
+        .lock()
+        .map_err(|_| "the progress state is poisoned")?;
+    let done = match &stopped {
+        Some((index, _)) => *index,
+        None => report.processed() as usize,
+    };
+    settled.take(&report, done, &in_flight, &rejects);
+    let stopped_line = in_flight
+        .lock()
+        .ok()
+        .and_then(|q| q.front().map(|(line, _)| *line));
+    if stopped.is_none() {
+        read_error?;
+    }
+    Ok(Outcome {
+        report,
+        stopped,
+        lines: lines_read.load(Ordering::Relaxed),
+        stopped_line,
+    })
+}
+
+/// What the progress callback has already taken from the running report.
+struct Settled {
+    /// `report.failures[..seen_failures]` are rejected already.
+    seen_failures: usize,
+    /// The input index of the front of the in-flight queue.
+    first_index: usize,
+}
+
+impl Settled {
+    /// Rejects the failures the report gained and drops the settled documents (input indexes
+    /// below `processed`) from the in-flight queue.
+    fn take(
+        &mut self,
+        r: &BatchReport,
+        processed: usize,
+        in_flight: &Mutex<VecDeque<(u64, String)>>,
+        rejects: &Mutex<Rejects>,
+    ) {
+        let Ok(mut q) = in_flight.lock() else { return };
+        let Ok(mut out) = rejects.lock() else { return };
+        for (index, e) in &r.failures[self.seen_failures..] {
+            let (line, text) = index
+                .checked_sub(self.first_index)
+                .and_then(|i| q.get(i))
+                .cloned()
+                .unwrap_or((0, String::new()));
+            out.add(Reject {
+                line,
+                kind: e.kind(),
+                reason: crate::chain(e),
+                text,
+            });
+        }
+        self.seen_failures = r.failures.len();
+        let settled = processed.saturating_sub(self.first_index).min(q.len());
+        q.drain(..settled);
+        self.first_index += settled;
+    }
+}
+
+/// Reads `input` line by line on its own thread, turning each into a document for the writer
+/// or a reject. Ends at the end of the input or when the writer has stopped.
+fn read(
+    input: Box<dyn Read + Send>,
+    format: Format,
+    spec: &KeySpec,
+    tx: tokio::sync::mpsc::Sender<Parsed>,
+    rejects: &Mutex<Rejects>,
+    bytes_read: &AtomicU64,
+    lines_read: &AtomicU64,
+) -> Result<(), String> {
+    let mut lines = Lines {
+        inner: BufReader::with_capacity(1 << 20, input),
+        buf: Vec::new(),
+    };
+    let mut header: Option<Vec<String>> = None;
+    let mut number = 0u64;
+    loop {
+        let line = match lines.next_line() {
+            Ok(Some(l)) => l,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(format!("cannot read the input after line {number}: {e}")),
+        };
+        number += 1;
+        lines_read.store(number, Ordering::Relaxed);
+        bytes_read.fetch_add(line.bytes, Ordering::Relaxed);
+        let reject = |kind: &'static str, reason: String, text: String| {
+            if let Ok(mut r) = rejects.lock() {
+                r.add(Reject {
+                    line: number,
+                    kind,
+                    reason,
+                    text,
+                });
+            }
+        };
+        let bytes = match line.content {
+            Content::Bytes(b) => b,
+            Content::TooLong(len) => {
+                reject(
+                    "input",
+                    format!("the line is {len} bytes long, more than any document can be"),
+                    String::new(),
+                );
+                continue;
+            }
+        };
+        let text = match std::str::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                reject(
+                    "input",
+                    format!("not UTF-8 (byte {})", e.valid_up_to()),
+                    String::from_utf8_lossy(bytes).into_owned(),
+                );
+                continue;
+            }
+        };
+        let text = text.strip_suffix('\r').unwrap_or(text);
+        if text.trim().is_empty() {
+            continue;
+        }
+        let parsed = match format {
+            Format::Ndjson => ndjson(text),
+            Format::Csv | Format::Tsv => {
+                let delimiter = if format == Format::Csv { ',' } else { '\t' };
+                let cells = match split_cells(text, delimiter) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        reject("input", e, text.to_string());
+                        continue;
+                    }
+                };
+                match &header {
+                    None => {
+                        header = Some(check_header(cells)?);
+                        continue;
+                    }
+                    Some(h) => row(h, cells, spec),
+                }
+            }
+        };
+        match parsed {
+            Ok(doc) => {
+                let p = Parsed {
+                    doc,
+                    line: number,
+                    text: text.to_string(),
+                };
+                if tx.blocking_send(p).is_err() {
+                    // The writer stopped; it reports why.
+                    return Ok(());
+                }
+            }
+            Err(reason) => reject("input", reason, text.to_string()),
+        }
+    }
+}
+
+/// One JSON object (Extended JSON for the types JSON lacks) as a document, its fields in the
+/// line's order.
+fn ndjson(text: &str) -> Result<RawDocumentBuf, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    if !value.is_object() {
+        return Err("not a JSON object".into());
+    }
+    match Bson::try_from(value) {
+        Ok(Bson::Document(d)) => {
+            RawDocumentBuf::from_document(&d).map_err(|e| format!("not a BSON document: {e}"))
+        }
+        Ok(_) => Err("an Extended JSON value, not a document".into()),
+        Err(e) => Err(format!("not Extended JSON: {e}")),
+    }
+}
+
+/// The header's names: none empty, none twice.
+fn check_header(names: Vec<String>) -> Result<Vec<String>, String> {
+    for (i, n) in names.iter().enumerate() {
+        if n.is_empty() {
+            return Err(format!("the header's column {} has no name", i + 1));
+        }
+        if names[..i].contains(n) {
+            return Err(format!("the header names `{n}` twice"));
+        }
+    }
+    Ok(names)
+}
+
+/// A CSV/TSV row as a document: each cell a string under its column's name, but the key and
+/// timestamp fields, which take their spec's type (an int key's cell is an integer, a `ms`
+/// timestamp's too); an empty cell of an optional key is absent.
+fn row(header: &[String], cells: Vec<String>, spec: &KeySpec) -> Result<RawDocumentBuf, String> {
+    if cells.len() != header.len() {
+        return Err(format!(
+            "{} cells where the header has {} columns",
+            cells.len(),
+            header.len()
+        ));
+    }
+    let mut doc = RawDocumentBuf::new();
+    for (name, cell) in header.iter().zip(cells) {
+        let key = spec.keys().iter().find(|k| k.name() == name);
+        let value: Option<Bson> =
+            if let Some(k) = key {
+                match k.kind() {
+                    _ if cell.is_empty() && k.is_optional() => None,
+                    KeyKind::Int => Some(cell.parse::<i64>().map(Bson::Int64).map_err(|_| {
+                        format!("`{name}` is an int key: `{cell}` is not an integer")
+                    })?),
+                    KeyKind::Bool => Some(match cell.as_str() {
+                        "true" => Bson::Boolean(true),
+                        "false" => Bson::Boolean(false),
+                        _ => {
+                            return Err(format!(
+                                "`{name}` is a bool key: `{cell}` is not true or false"
+                            ))
+                        }
+                    }),
+                    KeyKind::Str | KeyKind::Uuid => Some(Bson::String(cell)),
+                    other => {
+                        return Err(format!(
+                            "`{name}` is a {other} key, which a CSV cell cannot hold: use NDJSON"
+                        ))
+                    }
+                }
+            } else if name == spec.timestamp() && cell.bytes().all(|b| b.is_ascii_digit()) {
+                match spec.form() {
+                    TimestampForm::Any | TimestampForm::Millis => {
+                        Some(Bson::Int64(cell.parse::<i64>().map_err(|_| {
+                            format!("`{name}`: `{cell}` is too large for Unix ms")
+                        })?))
+                    }
+                    _ => Some(Bson::String(cell)),
+                }
+            } else {
+                Some(Bson::String(cell))
+            };
+        if let Some(v) = value {
+            doc.append(
+                name.as_str(),
+                bson::RawBson::try_from(v).map_err(|e| e.to_string())?,
+            );
+        }
+    }
+    Ok(doc)
+}
+
+/// Splits one CSV/TSV line (RFC 4180 quoting: `"a,b"`, `""` for a quote; no line breaks inside
+/// a cell).
+fn split_cells(line: &str, delimiter: char) -> Result<Vec<String>, String> {
+    let mut cells = Vec::new();
+    let mut cell = String::new();
+    let mut chars = line.chars().peekable();
+    let mut quoted = false;
+    let mut at_start = true;
+    while let Some(c) = chars.next() {
+        if quoted {
+            if c == '"' {
+                if chars.peek() == Some(&'"') {
+                    chars.next();
+                    cell.push('"');
+                } else {
+                    quoted = false;
+                    match chars.peek() {
+                        None => {}
+                        Some(&d) if d == delimiter => {}
+                        Some(_) => {
+                            return Err("a quoted cell goes on after its closing quote".into())
+                        }
+                    }
+                }
+            } else {
+                cell.push(c);
+            }
+        } else if c == delimiter {
+            cells.push(std::mem::take(&mut cell));
+            at_start = true;
+            continue;
+        } else if c == '"' && at_start {
+            quoted = true;
+        } else {
+            cell.push(c);
+        }
+        at_start = false;
+    }
+    if quoted {
+        return Err("a quoted cell is not closed (a line break inside a cell is not read)".into());
+    }
+    cells.push(cell);
+    Ok(cells)
+}
+
+/// Lines of at most [`MAX_LINE_BYTES`], the rest of a longer one skipped unread.
+struct Lines<R> {
+    inner: BufReader<R>,
+    buf: Vec<u8>,
+}
+
+struct Line<'a> {
+    content: Content<'a>,
+    /// Bytes consumed, line break included.
+    bytes: u64,
+}
+
+enum Content<'a> {
+    Bytes(&'a [u8]),
+    TooLong(u64),
+}
+
+impl<R: Read> Lines<R> {
+    fn next_line(&mut self) -> std::io::Result<Option<Line<'_>>> {
+        self.buf.clear();
+        let mut total = 0u64;
+        let mut too_long = false;
+        loop {
+            let available = self.inner.fill_buf()?;
+            if available.is_empty() {
+                break;
+            }
+            let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
+                Some(i) => (&available[..=i], true),
+                None => (available, false),
+            };
+            let n = chunk.len();
+            total += n as u64;
+            if !too_long && self.buf.len() + n <= MAX_LINE_BYTES + 1 {
+                self.buf.extend_from_slice(chunk);
+            } else {
+                too_long = true;
+                self.buf.clear();
+            }
+            self.inner.consume(n);
+            if done {
+                break;
+            }
+        }
+        if total == 0 {
+            return Ok(None);
+        }
+        if too_long {
+            return Ok(Some(Line {
+                content: Content::TooLong(total),
+                bytes: total,
+            }));
+        }
+        let content = self.buf.strip_suffix(b"\n").unwrap_or(&self.buf);
+        Ok(Some(Line {
+            content: Content::Bytes(content),
+            bytes: total,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_are_split_with_rfc4180_quotes() {
+        assert_eq!(split_cells("a,b,,c", ',').unwrap(), ["a", "b", "", "c"]);
+        assert_eq!(
+            split_cells(r#""x,y","say ""hi""",z"#, ',').unwrap(),
+            ["x,y", r#"say "hi""#, "z"]
+        );
+        assert_eq!(split_cells("a\tb", '\t').unwrap(), ["a", "b"]);
+        assert!(split_cells(r#""open"#, ',').is_err());
+        assert!(split_cells(r#""a"b,c"#, ',').is_err());
+    }
+
+    #[test]
+    fn long_lines_are_skipped_unread_and_the_next_one_is_read() {
+        let mut input = vec![b'x'; MAX_LINE_BYTES + 10];
+        input.extend_from_slice(b"\n{\"a\":1}\n");
+        let mut lines = Lines {
+            inner: BufReader::new(&input[..]),
+            buf: Vec::new(),
+        };
+        let first = lines.next_line().unwrap().unwrap();
+        assert!(matches!(first.content, Content::TooLong(n) if n == MAX_LINE_BYTES as u64 + 11));
+        let second = lines.next_line().unwrap().unwrap();
+        assert!(matches!(second.content, Content::Bytes(b) if b == b"{\"a\":1}"));
+        assert!(lines.next_line().unwrap().is_none());
+    }
+
+    #[test]
+    fn ndjson_keeps_the_lines_field_order_and_reads_extended_json() {
+        let d = ndjson(r#"{"b":1,"a":{"$date":"2023-11-14T22:13:20Z"},"c":{"$numberLong":"5"}}"#)
+            .unwrap();
+        let names: Vec<&str> = d.iter().map(|e| e.unwrap().0).collect();
+        assert_eq!(names, ["b", "a", "c"]);
+        assert!(matches!(
+            d.get("a").unwrap(),
+            Some(bson::RawBsonRef::DateTime(_))
+        ));
+        assert_eq!(d.get_i64("c").unwrap(), 5);
+        assert!(ndjson("[1]").is_err());
+        assert!(ndjson("{").unwrap_err().starts_with("not JSON"));
+        let deep = format!(
+            "{}{}",
+            "{\"a\":".repeat(200),
+            "1".to_string() + &"}".repeat(200)
+        );
+        assert!(ndjson(&deep).unwrap_err().contains("recursion limit"));
+    }
+}
