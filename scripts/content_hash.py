@@ -41,6 +41,11 @@ own serde value: serde attributes on the document's fields do not apply at this 
 inside the values). Skipped fields keep their value in the file so the Rust side can build the
 same document and prove the value does not matter. Such a vector is v1.
 
+An untyped vector ("version": "untyped") describes a document without a Rust type (what
+`natural-key ingest` and `KeySpec::content_hash` hash) by its "ejson": the stored document in
+canonical Extended JSON, as text (its fields' order is part of it), and "skip_hash": the
+names left out at its top level beside `_id` and natural-key's own `_nk_*` fields.
+
 A v2 vector ("version": 2) describes a type hashed v2 by its "document": the value its
 Serialize writes (a struct, or a map when a field is flattened; its names as serde stores
 them), and "skip_hash": the stored names of its #[natural_key(skip_hash)] fields, whose values
@@ -54,6 +59,7 @@ orders duplicate keys), a human-readable serializer, f32 widened exactly to f64,
 other library types hashed as whatever their Serialize produces.
 """
 import argparse
+import base64
 import hashlib
 import json
 import math
@@ -227,7 +233,77 @@ def message_v2(document, skip_hash) -> bytes:
     return PREFIX_V2 + top_v2(document, skip_hash)
 
 
+class Obj(list):
+    """A JSON object as its (name, value) pairs, in the text's order."""
+
+
+# Extended JSON wrappers that are a number or bytes in serde's data model; every other wrapper
+# ($oid, $date, $binary of another subtype, $timestamp, $numberDecimal, ...) is hashed as the
+# struct its canonical form is, which is what the bson crate's Serialize writes.
+def ejson_value(v) -> bytes:
+    """One value of a canonical Extended JSON document (parsed with its objects as lists of
+    pairs, in order), encoded as docs/id-scheme.md says for a document without a Rust type."""
+    if isinstance(v, Obj):
+        if len(v) == 1:
+            (key, inner), = v
+            if key in ("$numberInt", "$numberLong"):
+                return enc_int(int(inner))
+            if key == "$numberDouble":
+                return enc_float(float(inner))  # "Infinity", "-Infinity", "NaN", "-0.0"
+            if key == "$binary":
+                body = dict(inner)
+                if body["subType"] == "00":
+                    b = base64.b64decode(body["base64"])
+                    return bytes([BYTES]) + struct.pack(">Q", len(b)) + b
+        if v and v[0][0].startswith("$"):
+            # Another wrapper: its canonical form as it stands, wrappers inside it included
+            # ({"$date": {"$numberLong": "..."}} is a struct holding a struct).
+            return ejson_canonical(v)
+        return ejson_struct(v)
+    if isinstance(v, list):
+        return bytes([SEQ_START]) + b"".join(ejson_value(x) for x in v) + bytes([SEQ_END])
+    if v is None:
+        return bytes([UNIT])
+    if isinstance(v, bool):
+        return bytes([BOOL, 1 if v else 0])
+    if isinstance(v, int):
+        return enc_int(v)
+    if isinstance(v, float):
+        return enc_float(v)
+    if isinstance(v, str):
+        return enc_str(v)
+    raise ValueError(f"not an Extended JSON value: {v!r}")
+
+
+def ejson_canonical(v) -> bytes:
+    if isinstance(v, Obj):
+        inner = b"".join(enc_str(name) + ejson_canonical(x) for name, x in v)
+        return bytes([STRUCT_START]) + inner + bytes([STRUCT_END])
+    if isinstance(v, list):
+        return bytes([SEQ_START]) + b"".join(ejson_canonical(x) for x in v) + bytes([SEQ_END])
+    return ejson_value(v)
+
+
+def ejson_struct(pairs, skip=lambda name: False) -> bytes:
+    out = bytearray([STRUCT_START])
+    for name, v in pairs:
+        if not skip(name):
+            out += enc_str(name) + ejson_value(v)
+    out.append(STRUCT_END)
+    return bytes(out)
+
+
+def message_untyped(ejson, skip_hash) -> bytes:
+    """The document's fields in stored order, as a v1 type's struct of fields, but `_id`,
+    natural-key's own fields and skip_hash."""
+    pairs = json.loads(ejson, object_pairs_hook=Obj)
+    skip = lambda name: name == "_id" or name.startswith("_nk_") or name in skip_hash
+    return PREFIX + ejson_struct(pairs, skip)
+
+
 def vector_message(v) -> bytes:
+    if v.get("version") == "untyped":
+        return message_untyped(v["ejson"], v["skip_hash"])
     if v.get("version", 1) == 2:
         return message_v2(v["document"], v["skip_hash"])
     return message(v["fields"])
@@ -955,13 +1031,57 @@ VECTORS = [
 ]
 
 
+# Documents without a Rust type: the stored document in canonical Extended JSON.
+UNTYPED_VECTORS = [
+    dict(
+        name="untyped post",
+        rust="the document `post` stores, with natural-key's own fields, as `natural-key ingest` "
+        "or KeySpec::content_hash reads it (skip_hash fetched_at)",
+        ejson='{"_id": "01HF7YAT00EGYGDZ2RBKJ019EA", "slug": "hello-world", "lang": "en", '
+        '"published_at": {"$numberLong": "1700000000000"}, "title": "Hello, world", '
+        '"body": "First post.", "fetched_at": {"$numberLong": "1700000123456"}, '
+        '"_nk_identity": "743d06fc585ce400a5ca0866fb38437dc9686081cbf0db2c12010d3fd62caf82", '
+        '"_nk_hash": "0000"}',
+        skip_hash=["fetched_at"],
+        same_as="post",
+    ),
+    dict(
+        name="untyped post, fields in another order",
+        rust="the same fields as `untyped post`, title after body: another stored document",
+        ejson='{"slug": "hello-world", "lang": "en", "published_at": {"$numberLong": '
+        '"1700000000000"}, "body": "First post.", "title": "Hello, world"}',
+        skip_hash=[],
+    ),
+    dict(
+        name="untyped values",
+        rust="every BSON type a document commonly holds: int32 and int64 (the width is not "
+        "hashed), doubles (-0.0 as 0.0, NaN canonical), null, bool, arrays, embedded "
+        "documents (structs, in stored order), and the wrappers",
+        ejson='{"i32": {"$numberInt": "-5"}, "i64": {"$numberLong": "9007199254740993"}, '
+        '"d": {"$numberDouble": "1.5"}, "negzero": {"$numberDouble": "-0.0"}, '
+        '"nan": {"$numberDouble": "NaN"}, "inf": {"$numberDouble": "-Infinity"}, '
+        '"n": null, "t": true, "s": "ünï\\u0000code", '
+        '"arr": [{"$numberInt": "1"}, "two", [], {}], '
+        '"doc": {"z": {"$numberInt": "1"}, "a": {"b": "deep"}}, '
+        '"oid": {"$oid": "655403a0bd2d1ef3bc3a7f30"}, '
+        '"date": {"$date": {"$numberLong": "1700000000000"}}, '
+        '"bytes": {"$binary": {"base64": "AAH/", "subType": "00"}}, '
+        '"uuid": {"$binary": {"base64": "EjRWeBI0VniavBI0VniavA==", "subType": "04"}}, '
+        '"ts": {"$timestamp": {"t": 1700000000, "i": 7}}, '
+        '"dec": {"$numberDecimal": "1.5"}}',
+        skip_hash=[],
+    ),
+]
+
 def build():
     out, by_name = [], {}
-    for v in VECTORS:
+    for v in VECTORS + UNTYPED_VECTORS:
         if v["name"] in by_name:
             raise ValueError(f"duplicate vector name {v['name']!r}")
         entry = {"name": v["name"], "rust": v["rust"]}
-        if "document" in v:
+        if "ejson" in v:
+            entry.update(version="untyped", ejson=v["ejson"], skip_hash=v["skip_hash"])
+        elif "document" in v:
             entry.update(version=2, document=v["document"], skip_hash=v.get("skip_hash", []))
         else:
             entry["fields"] = v["fields"]
@@ -992,7 +1112,11 @@ def dumps(vectors) -> str:
         lines.append("  {")
         lines.append(f'   "name": {j(v["name"])},')
         lines.append(f'   "rust": {j(v["rust"])},')
-        if v.get("version") == 2:
+        if v.get("version") == "untyped":
+            lines.append('   "version": "untyped",')
+            lines.append(f'   "ejson": {j(v["ejson"])},')
+            lines.append(f'   "skip_hash": {j(v["skip_hash"])},')
+        elif v.get("version") == 2:
             lines.append('   "version": 2,')
             (kind, body), = v["document"].items()
             if kind == "struct":

@@ -509,18 +509,16 @@ fn read(
 /// One JSON object (Extended JSON for the types JSON lacks) as a document, its fields in the
 /// line's order.
 fn ndjson(text: &str) -> Result<RawDocumentBuf, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    if !value.is_object() {
-        return Err("not a JSON object".into());
-    }
-    match Bson::try_from(value) {
-        Ok(Bson::Document(d)) => {
-            RawDocumentBuf::from_document(&d).map_err(|e| format!("not a BSON document: {e}"))
+    // Straight into a document: bson's visitor reads Extended JSON's wrappers and keeps the
+    // fields in the line's order, with no JSON tree in between.
+    let doc: bson::Document = serde_json::from_str(text).map_err(|e| {
+        if e.is_data() {
+            format!("not a document: {e}")
+        } else {
+            format!("not JSON: {e}")
         }
-        Ok(_) => Err("an Extended JSON value, not a document".into()),
-        Err(e) => Err(format!("not Extended JSON: {e}")),
-    }
+    })?;
+    RawDocumentBuf::from_document(&doc).map_err(|e| format!("not a BSON document: {e}"))
 }
 
 /// The header's names: none empty, none twice.
@@ -734,10 +732,19 @@ mod tests {
 
     #[test]
     fn ndjson_keeps_the_lines_field_order_and_reads_extended_json() {
-        let d = ndjson(r#"{"b":1,"a":{"$date":"2023-11-14T22:13:20Z"},"c":{"$numberLong":"5"}}"#)
-            .unwrap();
+        let d = ndjson(
+            r#"{"b":1,"a":{"$date":"2023-11-14T22:13:20Z"},"c":{"$numberLong":"5"},"d":{"$oid":"655403a0bd2d1ef3bc3a7f30"},"e":{"$numberInt":"7"},"f":{"$numberDouble":"-Infinity"},"g":{"$binary":{"base64":"AAE=","subType":"00"}}}"#,
+        )
+        .unwrap();
         let names: Vec<&str> = d.iter().map(|e| e.unwrap().0).collect();
-        assert_eq!(names, ["b", "a", "c"]);
+        assert_eq!(names, ["b", "a", "c", "d", "e", "f", "g"]);
+        assert_eq!(d.get_i32("e").unwrap(), 7);
+        assert_eq!(d.get_f64("f").unwrap(), f64::NEG_INFINITY);
+        assert_eq!(d.get_binary("g").unwrap().bytes, [0, 1]);
+        assert!(matches!(
+            d.get("d").unwrap(),
+            Some(bson::RawBsonRef::ObjectId(_))
+        ));
         assert!(matches!(
             d.get("a").unwrap(),
             Some(bson::RawBsonRef::DateTime(_))
