@@ -907,6 +907,11 @@ const ENGINE_FAILURES: &[&str] = &[
     // 1,000 `apply` across a coordinator kill); Go's other words for a connection gone under a
     // read or write.
     "use of closed network connection",
+    // Citus' two-phase commit when a worker dies between PREPARE and COMMIT PREPARED ("could
+    // not commit transaction for shard 102044 on at least one active node"; tests/
+    // engine_faults.rs, events across a worker kill): the prepared transaction commits when
+    // Citus recovers it, so the write's outcome is unknown, not refused.
+    "could not commit transaction",
     "connection reset by peer",
     "broken pipe",
 ];
@@ -1175,6 +1180,7 @@ mod tests {
             "ERRORDATA_STACK_SIZE exceeded",
             "failed to deallocate cached statement(s): read tcp 127.0.0.1:54522->127.0.0.1:56579: \
              use of closed network connection",
+            "could not commit transaction for shard 102044 on at least one active node",
         ] {
             assert!(outcome_unknown(&command_error(1, m)), "{m}");
             assert!(classify(command_error(1, m)).is_transient(), "{m}");
