@@ -754,6 +754,9 @@ const TRANSIENT_CODES: &[i32] = &[
     PG_SERIALIZATION_FAILURE,
     PG_QUERY_CANCELED,
     PG_CONNECTION_FAILURE,
+    PG_SERVER_GOING_DOWN[0],
+    PG_SERVER_GOING_DOWN[1],
+    PG_SERVER_GOING_DOWN[2],
     50,
     11601,
     CURSOR_NOT_FOUND,
@@ -783,6 +786,11 @@ const PG_QUERY_CANCELED: i32 = sqlstate(b"57014");
 /// `08006` connection_failure: Citus lost the connection to a worker under a statement (the
 /// worker killed or gone); whether a commit reached it is not known.
 const PG_CONNECTION_FAILURE: i32 = sqlstate(b"08006");
+/// `57P01` admin_shutdown, `57P02` crash_shutdown, `57P03` cannot_connect_now: the server
+/// under the statement is stopping, crashed or not up yet. Seen per document of a relative
+/// update as 16908741 (`57P01`) "terminating connection due to unexpected postmaster exit", a
+/// Citus node killed mid-call (tests/engine_faults.rs); never a refusal of the data.
+const PG_SERVER_GOING_DOWN: [i32; 3] = [sqlstate(b"57P01"), sqlstate(b"57P02"), sqlstate(b"57P03")];
 
 /// DocumentDB on Citus refuses an `{upsert: true}` or `{multi: false}` update (and a delete)
 /// whose filter lacks the shard key with `22023` invalid_parameter_value, a code it uses for
@@ -866,7 +874,16 @@ pub(crate) fn throttle(
 ///   when a worker is killed under it; a multi-shard write is a two-phase commit, and what
 ///   the coordinator had prepared on the worker may yet commit (Citus recovers prepared
 ///   transactions after the worker is back).
-pub(crate) const UNKNOWN_OUTCOME_CODES: &[i32] = &[50, 11601, PG_CONNECTION_FAILURE];
+/// - 16908741 and its neighbours (`57P01`..`57P03`, [`PG_SERVER_GOING_DOWN`]): the server
+///   stopped under the statement; whether its transaction committed is not known.
+pub(crate) const UNKNOWN_OUTCOME_CODES: &[i32] = &[
+    50,
+    11601,
+    PG_CONNECTION_FAILURE,
+    PG_SERVER_GOING_DOWN[0],
+    PG_SERVER_GOING_DOWN[1],
+    PG_SERVER_GOING_DOWN[2],
+];
 
 /// What FerretDB says, as code 1 `InternalError`, when the storage under it fails, restarts
 /// or is not up yet: it passes PostgreSQL's (or its connection pool's) failure through and
@@ -1187,6 +1204,13 @@ mod tests {
         }
         assert!(THROTTLE_CODES.contains(&67371461));
         assert!(UNKNOWN_OUTCOME_CODES.contains(&100663808));
+        assert_eq!(PG_SERVER_GOING_DOWN[0], 16908741);
+        let gone = command_error(
+            16908741,
+            "terminating connection due to unexpected postmaster exit",
+        );
+        assert!(outcome_unknown(&gone));
+        assert!(classify(gone).is_transient());
         let canceled = command_error(67371461, "canceling statement due to user request");
         assert!(classify(canceled).is_transient());
         for (code, m) in [
