@@ -78,7 +78,7 @@ pub enum Error {
     /// [`KeySpec`](crate::spec::KeySpec) describes it (a key field missing or of another type,
     /// a timestamp that is not one); nothing was written.
     #[error("{0}")]
-    KeyFields(crate::spec::SpecError),
+    KeyFields(SpecError),
 
     /// The document could not be serialized (for hashing or to BSON); nothing was written.
     #[error("cannot serialize `{type_name}`: {message}")]
@@ -670,11 +670,11 @@ impl Error {
     }
 }
 
-impl From<crate::spec::SpecError> for Error {
+impl From<SpecError> for Error {
     /// [`Error::Key`] for a key whose values give no id, [`Error::KeyFields`] otherwise.
-    fn from(e: crate::spec::SpecError) -> Self {
+    fn from(e: SpecError) -> Self {
         match e {
-            crate::spec::SpecError::Key(k) => Error::Key(k),
+            SpecError::Key(k) => Error::Key(k),
             other => Error::KeyFields(other),
         }
     }
@@ -684,6 +684,52 @@ impl From<crate::spec::SpecError> for Error {
 fn key_text(key: Option<&str>) -> String {
     key.map(|k| format!(" (idempotency key {k:?})"))
         .unwrap_or_default()
+}
+
+/// Why a stored document gives no id under a [`KeySpec`]. An audit counts such a document as
+/// unreadable and reports the first message.
+///
+/// ```
+/// use natural_key_runtime::spec::SpecError;
+/// let e = SpecError::WrongType { field: "lang", expected: "a string", found: "int32" };
+/// assert_eq!(e.to_string(), "field `lang` is int32, expected a string");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// A key or timestamp field is absent (or `null` for a key not marked optional).
+    #[error("field `{field}` is missing")]
+    Missing {
+        /// The stored field name.
+        field: &'static str,
+    },
+    /// A field holds another BSON type than its spec says.
+    #[error("field `{field}` is {found}, expected {expected}")]
+    WrongType {
+        /// The stored field name.
+        field: &'static str,
+        /// What the spec reads there.
+        expected: &'static str,
+        /// The BSON type found (or what is wrong with the value).
+        found: &'static str,
+    },
+    /// The timestamp's text or parts are not an instant.
+    #[error("timestamp field `{field}`: {message}")]
+    BadTimestamp {
+        /// The stored field name.
+        field: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The spec has no identity key field: every document would share one identity
+    /// (docs/id-scheme.md, "Key fields").
+    #[error(
+        "the key spec names no identity key field: name the fields that say which document this is"
+    )]
+    NoIdentityKey,
+    /// The values give no id (a NUL in a text key, a timestamp outside the ULID range).
+    #[error(transparent)]
+    Key(#[from] KeyError),
 }
 
 /// Why a top-level field name cannot be written (see [`Error::InvalidFieldName`]).

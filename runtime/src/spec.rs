@@ -24,7 +24,8 @@ use ulid::Ulid;
 
 use crate::action::{batch_options, common_options};
 use crate::content::ContentHash;
-use crate::error::{Error, KeyError};
+use crate::error::Error;
+pub use crate::error::SpecError;
 use crate::key::{check_timestamp, ulid_from, KeySink, KeyValue, Normalize, Scheme};
 use crate::maintain::audit::{finish, scan_with, AuditReport};
 use crate::maintain::scan::{Derive, Derived};
@@ -261,52 +262,6 @@ pub struct KeySpec {
     skip_hash: Vec<&'static str>,
 }
 
-/// Why a stored document gives no id under a [`KeySpec`]. An audit counts such a document as
-/// unreadable and reports the first message.
-///
-/// ```
-/// use natural_key_runtime::spec::SpecError;
-/// let e = SpecError::WrongType { field: "lang", expected: "a string", found: "int32" };
-/// assert_eq!(e.to_string(), "field `lang` is int32, expected a string");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SpecError {
-    /// A key or timestamp field is absent (or `null` for a key not marked optional).
-    #[error("field `{field}` is missing")]
-    Missing {
-        /// The stored field name.
-        field: &'static str,
-    },
-    /// A field holds another BSON type than its spec says.
-    #[error("field `{field}` is {found}, expected {expected}")]
-    WrongType {
-        /// The stored field name.
-        field: &'static str,
-        /// What the spec reads there.
-        expected: &'static str,
-        /// The BSON type found (or what is wrong with the value).
-        found: &'static str,
-    },
-    /// The timestamp's text or parts are not an instant.
-    #[error("timestamp field `{field}`: {message}")]
-    BadTimestamp {
-        /// The stored field name.
-        field: &'static str,
-        /// What is wrong with it.
-        message: String,
-    },
-    /// The spec has no identity key field: every document would share one identity
-    /// (docs/id-scheme.md, "Key fields").
-    #[error(
-        "the key spec names no identity key field: name the fields that say which document this is"
-    )]
-    NoIdentityKey,
-    /// The values give no id (a NUL in a text key, a timestamp outside the ULID range).
-    #[error(transparent)]
-    Key(#[from] KeyError),
-}
-
 impl KeySpec {
     /// A spec with no identity key yet; add them with [`key`](KeySpec::key), in declaration
     /// order. `timestamp` is the `#[key(timestamp)]` field.
@@ -454,6 +409,13 @@ impl KeySpec {
     /// ```
     pub fn content_hash(&self, doc: &RawDocument) -> Result<ContentHash, Error> {
         Ok(self.hashes(doc)?.0)
+    }
+
+    /// What a guarded upsert of `doc` sends, derived under this spec.
+    fn prepare(&self, doc: &RawDocument, target: &Target) -> Result<Prepared, Error> {
+        let (id, identity) = self.derive(doc)?;
+        let (hash, _) = self.hashes(doc)?;
+        Prepared::of_untyped(id, identity, hash, doc, target)
     }
 
     /// [`content_hash`](KeySpec::content_hash), and the same encoding under the v2 prefix (what
@@ -644,7 +606,7 @@ where
                 });
                 let mut writer =
                     GuardedWriter::<Untyped>::new(&coll.target, self.mode, None, self.session);
-                let prepare = |d: &Untyped| Prepared::of_untyped(&d.spec, &d.doc, &coll.target);
+                let prepare = |d: &Untyped| d.spec.prepare(&d.doc, &coll.target);
                 let ns = &coll.target.namespace;
                 batch::run(docs, self.opts, "upsert_many", ns, &prepare, &mut writer).await
             },

@@ -11,7 +11,6 @@ use crate::content::{canonical_hash, ContentHash};
 use crate::error::{Error, FieldNameProblem};
 use crate::names::{HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, RESERVED_PREFIX, WRITE_FIELD};
 use crate::op::Target;
-use crate::spec::KeySpec;
 use crate::traits::{NaturalKey, RandomId};
 
 /// BSON bytes `_id` (a 26-character ULID string) and `_nk_write` add to a body.
@@ -75,18 +74,18 @@ impl Prepared {
 }
 
 impl Prepared {
-    /// A document without a Rust type, under `spec`: what [`Prepared::of`] derives from a typed
-    /// one, by the same rules (docs/id-scheme.md, "A document without a Rust type"). An `_id`
-    /// in `doc` is accepted only when it is the derived id as text (a re-import of an export of
-    /// the collection) and is not copied; any other `_id` is refused like a typed document's.
+    /// A document without a Rust type (a [`KeySpec`](crate::spec::KeySpec)'s), from what its
+    /// spec derived: [`Prepared::of`]'s checks, by the same rules. An `_id` in `doc` is
+    /// accepted only when it is the derived id as text (a re-import of an export of the
+    /// collection) and is not copied; any other `_id` is refused like a typed document's.
     pub(crate) fn of_untyped(
-        spec: &KeySpec,
+        id: Ulid,
+        identity: ContentHash,
+        hash: ContentHash,
         doc: &RawDocument,
         target: &Target,
     ) -> Result<Self, Error> {
-        let (id, identity) = spec.derive(doc)?;
         let id_text = id.to_string();
-        let (hash, _) = spec.hashes(doc)?;
         let unreadable = |e: bson::raw::Error| Error::Serialize {
             type_name: "a BSON document",
             message: e.to_string(),
