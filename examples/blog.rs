@@ -5,7 +5,12 @@
 //! cargo run --example blog                    # the posts in examples/blog/posts
 //! cargo run --example blog -- --synthetic 50000   # plus 50,000 generated posts, with a progress bar
 //! cargo run --example blog -- --reset         # start from an empty database
+//! cargo run --example blog -- --export posts.ndjson   # the posts as NDJSON for `natural-key ingest`
 //! ```
+//!
+//! The exported posts ingested from the shell are stored under the same ids and content hashes
+//! as this program stores them (README, "From the shell"): run it after the ingest and every
+//! post reports `unchanged`.
 //!
 //! Uses `MONGODB_URI`, or starts the test engine (`scripts/db up`: FerretDB 2 on DocumentDB) when it is unset.
 
@@ -123,22 +128,37 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => 0,
     };
 
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/blog/posts");
+    let corpus = load_posts(&dir)?;
+    if let Some(i) = args.iter().position(|a| a == "--export") {
+        // One JSON object per post, fields in declaration order: what the type stores, in the
+        // canonical Extended JSON serde_json writes for a bson::DateTime.
+        let path = args.get(i + 1).ok_or("--export needs a file name")?;
+        let lines: Vec<String> = corpus
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<_, _>>()?;
+        std::fs::write(path, lines.join("\n") + "\n")?;
+        println!("wrote {} posts to {path}", corpus.len());
+        return Ok(());
+    }
+
     let mut opts = ClientOptions::parse(common::mongodb_uri()?).await?;
     // Engines without retryable writes (FerretDB, DocumentDB, Cosmos DB) need this; natural-key
     // makes our own retries safe instead.
     opts.retry_writes = Some(false);
     let client = Client::with_options(opts)?;
-    let db = client.database("natural_key_blog");
+    // NK_BLOG_DB: another database, for CI (which ingests into a database of its own).
+    let db_name = std::env::var("NK_BLOG_DB").unwrap_or_else(|_| "natural_key_blog".into());
+    let db = client.database(&db_name);
     if args.iter().any(|a| a == "--reset") {
         db.drop().await?;
-        println!("dropped database natural_key_blog");
+        println!("dropped database {db_name}");
     }
     // Opening the handle creates the indexes and learns the deployment, once.
     let posts = Collection::<Post>::open(&db, "posts").await?;
 
     // 1. Ingest the shipped corpus, post by post, with retries.
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/blog/posts");
-    let corpus = load_posts(&dir)?;
     println!("\n== ingest {} posts from {}", corpus.len(), dir.display());
     let mut rows = Vec::new();
     let (mut inserted, mut updated, mut unchanged) = (0, 0, 0);
