@@ -150,7 +150,10 @@ impl Rig {
     }
 
     /// A fresh direct client's view of the database: the old one's predates the restarts.
+    /// A new client's view of the test's database, once the engine has settled what a kill left
+    /// prepared (a cluster's in-doubt transactions, committed by recovery).
     async fn fresh(&self) -> Database {
+        self.engine.recover();
         support::client_for(&self.engine.uri, &support::Commands::default())
             .await
             .database(self.direct.name())

@@ -73,6 +73,27 @@ impl PrivateEngine {
         }
     }
 
+    /// On a cluster, settles now the transactions a killed worker left prepared (`scripts/db
+    /// recover`): Citus does it by itself within a minute, and until then writes it acknowledged
+    /// on that worker are not visible to a read. A final check of what is stored waits for it.
+    pub fn recover(&self) {
+        if !self.has_workers() {
+            return;
+        }
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
+        let out = std::process::Command::new("bash")
+            .arg(&script)
+            .args(["recover", "--engine", "cluster"])
+            .env("NK_DB_STATE", self.state())
+            .output()
+            .expect("run scripts/db recover");
+        assert!(
+            out.status.success(),
+            "scripts/db recover: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// The pid of `part`.
     pub fn pid(&self, part: Part) -> String {
         let file = match part {
