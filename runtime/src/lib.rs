@@ -8,6 +8,7 @@ mod action;
 mod change;
 mod collection;
 mod content;
+mod delete;
 mod deployment;
 mod error;
 mod key;
@@ -31,6 +32,7 @@ pub use action::{Apply, Insert, InsertMany, InsertStream, Upsert, UpsertMany, Up
 pub use change::{Change, FieldPath, OpId, DEFAULT_RETAINED_OPERATIONS};
 pub use collection::{Collection, OpenCollection};
 pub use content::{canonical_hash, ContentHash, ParseContentHashError};
+pub use delete::{Delete, DeleteMany, DeleteStream};
 pub use deployment::{Deployment, Engine, Limits};
 pub use error::{classify, Error, FieldNameProblem, KeyError};
 pub use key::{
@@ -45,7 +47,9 @@ pub use names::{
     HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, OPS_FIELD,
     OPS_PRUNED_TO_FIELD, RESERVED_PREFIX, WRITE_FIELD,
 };
-pub use outcome::{ApplyOutcome, BatchError, BatchReport, InsertOutcome, UpsertOutcome};
+pub use outcome::{
+    ApplyOutcome, BatchError, BatchReport, DeleteOutcome, InsertOutcome, UpsertOutcome,
+};
 pub use retry::{RetryPolicy, DEFAULT_ATTEMPT_TIMEOUT};
 pub use traits::{NaturalKey, RandomId};
 pub use upsertable::{UpsertBuilder, Upsertable, WriteOutcome};

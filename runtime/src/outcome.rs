@@ -40,6 +40,72 @@ pub enum InsertOutcome {
     AlreadyApplied(Ulid),
 }
 
+/// What a delete by key did. Every variant carries the derived id.
+///
+/// `Deleted` and `NotFound` are exact. A delete whose reply was lost cannot always be told
+/// from another writer's delete of the same document: the document is gone either way and
+/// leaves no trace of who deleted it. Then the outcome says so, [`DeleteOutcome::Gone`], and
+/// is never a false `NotFound` for the call that deleted it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeleteOutcome {
+    /// This call deleted the stored document.
+    Deleted(Ulid),
+    /// No document with this id and identity was stored, and this call deleted nothing.
+    NotFound(Ulid),
+    /// The document is not stored any more, and this call sent a delete for it whose reply was
+    /// lost (or did not say which of a command's documents it deleted): this call or another
+    /// writer deleted it.
+    Gone(Ulid),
+}
+
+impl DeleteOutcome {
+    /// The document's id.
+    ///
+    /// ```
+    /// # use natural_key::DeleteOutcome;
+    /// let id = natural_key::Ulid::nil();
+    /// assert_eq!(DeleteOutcome::NotFound(id).id(), id);
+    /// ```
+    pub fn id(&self) -> Ulid {
+        match *self {
+            DeleteOutcome::Deleted(id) | DeleteOutcome::NotFound(id) | DeleteOutcome::Gone(id) => {
+                id
+            }
+        }
+    }
+
+    /// `"deleted"`, `"not_found"` or `"gone"`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            DeleteOutcome::Deleted(_) => "deleted",
+            DeleteOutcome::NotFound(_) => "not_found",
+            DeleteOutcome::Gone(_) => "gone",
+        }
+    }
+}
+
+impl fmt::Display for DeleteOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.as_str(), self.id())
+    }
+}
+
+impl Label for DeleteOutcome {
+    fn as_str(&self) -> &'static str {
+        DeleteOutcome::as_str(self)
+    }
+}
+
+impl Counted for DeleteOutcome {
+    fn count(self, r: &mut BatchReport) {
+        match self {
+            DeleteOutcome::Deleted(_) => r.deleted += 1,
+            DeleteOutcome::NotFound(_) => r.not_found += 1,
+            DeleteOutcome::Gone(_) => r.gone += 1,
+        }
+    }
+}
+
 impl UpsertOutcome {
     /// The document's id.
     ///
@@ -121,6 +187,14 @@ pub struct BatchReport {
     pub unchanged: u64,
     /// (events) already stored — retries whose first attempt landed.
     pub already_applied: u64,
+    /// (deletes) documents this call deleted ([`DeleteOutcome::Deleted`]).
+    pub deleted: u64,
+    /// (deletes) documents not stored, which this call did not delete
+    /// ([`DeleteOutcome::NotFound`]).
+    pub not_found: u64,
+    /// (deletes) documents gone, deleted by this call or another writer
+    /// ([`DeleteOutcome::Gone`]).
+    pub gone: u64,
     /// Documents not written: index in the input, and why.
     pub failures: Vec<(usize, Error)>,
     /// Batches processed so far.
@@ -134,6 +208,9 @@ impl BatchReport {
             + self.updated
             + self.unchanged
             + self.already_applied
+            + self.deleted
+            + self.not_found
+            + self.gone
             + self.failures.len() as u64
     }
 }

@@ -2,7 +2,7 @@
 //! ([`apply`], one result per document) or as set-based statements over many `_id`s
 //! ([`apply_set`]).
 
-use bson::{Bson, Document, RawDocumentBuf};
+use bson::{Bson, RawDocumentBuf};
 use ulid::Ulid;
 
 use crate::error::Error;
@@ -104,15 +104,7 @@ fn changed(target: &Target, id: Ulid) -> Error {
     }
 }
 
-pub(crate) use crate::op::write::{fragment, statement};
-
-/// A `delete` statement for one document.
-pub(crate) fn delete_one(q: Document) -> Result<RawDocumentBuf, Error> {
-    let mut s = RawDocumentBuf::new();
-    s.append("q", fragment(&q)?);
-    s.append("limit", 1);
-    Ok(s)
-}
+pub(crate) use crate::op::write::{delete_one, fragment, statement};
 
 /// A set-based write over many `_id`s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -272,6 +272,14 @@ impl Command {
     }
 }
 
+/// A `delete` statement for one document.
+pub(crate) fn delete_one(q: Document) -> Result<RawDocumentBuf, Error> {
+    let mut s = RawDocumentBuf::new();
+    s.append("q", fragment(&q)?);
+    s.append("limit", 1);
+    Ok(s)
+}
+
 /// A command fragment written with `doc!`, as raw BSON.
 pub(crate) fn fragment(d: &Document) -> Result<RawDocumentBuf, Error> {
     RawDocumentBuf::from_document(d).map_err(Error::serialize::<Document>)

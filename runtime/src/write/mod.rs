@@ -13,6 +13,7 @@
 pub(crate) mod apply;
 pub(crate) mod batch;
 pub(crate) mod decide;
+pub(crate) mod delete;
 pub(crate) mod insert;
 pub(crate) mod mode;
 pub(crate) mod rounds;
