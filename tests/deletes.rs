@@ -252,11 +252,11 @@ async fn a_delete_racing_an_upsert_ends_in_one_order_never_a_fork() {
         }
         // Every post was stored when the deleter read it (an upsert never removes one): each
         // is deleted (`Gone` where the upsert stored it again before the deleter's next read
-        // could count what its command deleted), and is stored at the end exactly when the
-        // upsert came after and inserted it again.
+        // could count what its command deleted; that read then deletes it again). A post is
+        // stored at the end only if the upsert inserted it again after a delete.
         assert_eq!(d.deleted + d.gone, all.len() as u64, "{d:?}");
         assert_eq!(d.not_found, 0, "{d:?}");
-        assert_eq!(docs.len() as u64, u.inserted, "{d:?} {u:?}");
+        assert!(docs.len() as u64 <= u.inserted, "{d:?} {u:?}");
     }
     println!("DELETES racing upserts: 20 rounds of 50: {present} ended stored, {absent} deleted");
 }
