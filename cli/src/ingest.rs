@@ -2,7 +2,6 @@
 //! path ([`SpecCollection`]). This file reads lines, turns each into BSON, refuses the ones that
 //! cannot be, and reports; the ids, hashes, guard and outcomes are the library's.
 
-use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::PathBuf;
@@ -47,7 +46,14 @@ pub(crate) struct IngestArgs {
     /// a dead-letter file to fix and ingest again.
     #[arg(long, value_name = "FILE")]
     reject: Option<PathBuf>,
-    /// Documents per batch (one read and at most one insert and one update per batch).
+    /// Lines that are deletions: those whose FIELD is true (or "true"), or equals VALUE
+    /// (compared as text), as change-data-capture streams mark them (Debezium's `__deleted`,
+    /// `op=d`). Such a line deletes the document its keys derive, if it is stored; FIELD is
+    /// never stored, on any line.
+    #[arg(long, value_name = "FIELD[=VALUE]")]
+    delete_when: Option<String>,
+    /// Lines per chunk, written in order: each run of upserts of a chunk in one batch (one
+    /// read, at most one insert and one update), each run of deletions in one.
     #[arg(long, value_name = "N", default_value_t = 1000)]
     batch_size: usize,
     /// Print the summary as one JSON object (and no progress bar).
@@ -103,16 +109,22 @@ impl Rejects {
     }
 }
 
-/// What the reader hands the writer: a document, its line number and its text (kept until the
-/// library has settled it, for a reject).
+/// What the reader hands the writer: a document, whether the line is a deletion, its line
+/// number and its text (kept until the library has settled it, for a reject).
 struct Parsed {
     doc: RawDocumentBuf,
+    delete: bool,
     line: u64,
     text: String,
 }
 
 pub(crate) fn ingest(args: IngestArgs) -> Result<ExitCode, String> {
     let spec = args.spec.spec()?;
+    let tombstone = args
+        .delete_when
+        .as_deref()
+        .map(Tombstone::parse)
+        .transpose()?;
     let format = match args.format {
         Some(f) => f,
         None => match args.input.extension().and_then(|e| e.to_str()) {
@@ -130,10 +142,9 @@ pub(crate) fn ingest(args: IngestArgs) -> Result<ExitCode, String> {
                 .map_err(|e| format!("cannot read {}: {e}", args.input.display()))?,
         )
     };
-    let size = if stdin {
-        None
-    } else {
-        std::fs::metadata(&args.input).ok().map(|m| m.len())
+    let size = match stdin {
+        true => None,
+        false => std::fs::metadata(&args.input).ok().map(|m| m.len()),
     };
     let file = match &args.reject {
         Some(path) => Some(std::io::BufWriter::new(
@@ -154,7 +165,13 @@ pub(crate) fn ingest(args: IngestArgs) -> Result<ExitCode, String> {
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     let started = Instant::now();
-    let outcome = runtime.block_on(run(&args, spec, format, input, size, rejects.clone()))?;
+    let source = Source {
+        input,
+        format,
+        tombstone,
+        size,
+    };
+    let outcome = runtime.block_on(run(&args, spec, source, rejects.clone()))?;
     let seconds = started.elapsed().as_secs_f64();
     let mut rejects = Arc::try_unwrap(rejects)
         .ok()
@@ -168,77 +185,146 @@ pub(crate) fn ingest(args: IngestArgs) -> Result<ExitCode, String> {
     if let Some(e) = &rejects.error {
         return Err(format!("cannot write --reject: {e}"));
     }
-    let namespace = format!("{}.{}", args.connect.db, args.connect.collection);
-    let source = if stdin {
-        "stdin".to_string()
-    } else {
-        args.input.display().to_string()
+    let name = match stdin {
+        true => "stdin".to_string(),
+        false => args.input.display().to_string(),
     };
+    summarize(&args, &name, &outcome, &rejects, seconds)?;
+    if let Some((line, e)) = &outcome.stopped {
+        return Err(format!(
+            "stopped at line {line}: {}. Every line before it is settled; run the same command \
+             again to finish (what is stored already costs no write)",
+            crate::chain(e)
+        ));
+    }
+    Ok(match rejects.count {
+        0 => ExitCode::SUCCESS,
+        _ => ExitCode::from(1),
+    })
+}
+
+/// The summary line (or JSON object) on stdout.
+fn summarize(
+    args: &IngestArgs,
+    source: &str,
+    outcome: &Outcome,
+    rejects: &Rejects,
+    seconds: f64,
+) -> Result<(), String> {
+    let namespace = format!("{}.{}", args.connect.db, args.connect.collection);
     let r = &outcome.report;
-    let stopped = outcome.stopped.as_ref().map(|(_, e)| {
-        let line = outcome.stopped_line.unwrap_or(outcome.lines + 1);
-        format!(
-            "stopped before line {line}: {e}. Every line before it is settled; run the same \
-             command again to finish (what is stored costs no write)"
-        )
-    });
     if args.json {
         let json = serde_json::json!({
             "collection": namespace,
             "input": source,
             "lines": outcome.lines,
-            "documents": r.inserted + r.updated + r.unchanged,
             "inserted": r.inserted,
             "updated": r.updated,
             "unchanged": r.unchanged,
+            "deleted": r.deleted,
+            "not_found": r.not_found,
+            "gone": r.gone,
             "rejected": rejects.count,
             "first_rejected": rejects.first.as_ref().map(|(line, reason)| {
                 serde_json::json!({ "line": line, "reason": reason })
             }),
             "seconds": (seconds * 1000.0).round() / 1000.0,
-            "stopped": stopped,
+            "stopped_at_line": outcome.stopped.as_ref().map(|(line, _)| line),
         });
-        print(&json.to_string())?;
-    } else {
-        let mut text = format!(
-            "ingest of {source} into {namespace}: {} lines; {} inserted, {} updated, {} \
-             unchanged, {} rejected in {seconds:.1} s",
-            outcome.lines, r.inserted, r.updated, r.unchanged, rejects.count
-        );
-        if let Some((line, reason)) = &rejects.first {
-            text.push_str(&format!("\nfirst rejected: line {line}: {reason}"));
-            if let Some(path) = &args.reject {
-                text.push_str(&format!(" (all in {})", path.display()));
+        return print(&json.to_string());
+    }
+    let mut text = format!(
+        "ingest of {source} into {namespace}: {} lines; {} inserted, {} updated, {} unchanged",
+        outcome.lines, r.inserted, r.updated, r.unchanged
+    );
+    if args.delete_when.is_some() {
+        text.push_str(&format!(
+            ", {} deleted, {} not found, {} gone",
+            r.deleted, r.not_found, r.gone
+        ));
+    }
+    text.push_str(&format!(", {} rejected in {seconds:.1} s", rejects.count));
+    if let Some((line, reason)) = &rejects.first {
+        text.push_str(&format!("\nfirst rejected: line {line}: {reason}"));
+        if let Some(path) = &args.reject {
+            text.push_str(&format!(" (all in {})", path.display()));
+        }
+    }
+    print(&text)
+}
+
+/// Which lines are deletions: `--delete-when FIELD[=VALUE]`.
+struct Tombstone {
+    field: String,
+    /// The value that marks a deletion, as text; `None`: `true` or `"true"`.
+    value: Option<String>,
+}
+
+impl Tombstone {
+    fn parse(arg: &str) -> Result<Tombstone, String> {
+        let (field, value) = match arg.split_once('=') {
+            Some((f, v)) => (f, Some(v.to_string())),
+            None => (arg, None),
+        };
+        if field.is_empty() {
+            return Err("--delete-when needs a field name: FIELD or FIELD=VALUE".into());
+        }
+        Ok(Tombstone {
+            field: field.to_string(),
+            value,
+        })
+    }
+
+    /// Whether `doc` is a deletion; the marker field is taken out of every document (it says
+    /// what to do with the line, it is not data).
+    fn take(&self, doc: RawDocumentBuf) -> Result<(RawDocumentBuf, bool), String> {
+        let Some(marker) = doc.get(&self.field).map_err(|e| e.to_string())? else {
+            return Ok((doc, false));
+        };
+        let delete = match (&self.value, marker) {
+            (None, bson::RawBsonRef::Boolean(b)) => b,
+            (None, bson::RawBsonRef::String(s)) => s == "true",
+            (Some(v), bson::RawBsonRef::String(s)) => s == v,
+            (Some(v), other) => Bson::try_from(other.to_raw_bson())
+                .map(|b| b.into_relaxed_extjson().to_string() == *v)
+                .unwrap_or(false),
+            (None, _) => false,
+        };
+        let mut rest = RawDocumentBuf::new();
+        for element in &doc {
+            let (name, value) = element.map_err(|e| e.to_string())?;
+            if name != self.field {
+                rest.append_ref(name, value);
             }
         }
-        print(&text)?;
+        Ok((rest, delete))
     }
-    if let Some(stopped) = stopped {
-        return Err(stopped);
-    }
-    Ok(if rejects.count == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }
 
-/// What a run did: the library's report, and where it stopped if it did.
+/// The input and how to read it.
+struct Source {
+    input: Box<dyn Read + Send>,
+    format: Format,
+    tombstone: Option<Tombstone>,
+    size: Option<u64>,
+}
+
+/// What a run did: the library's reports summed, and where it stopped if it did.
 struct Outcome {
     report: BatchReport,
-    stopped: Option<(usize, Error)>,
+    /// The line of the first document not settled, and the error that stopped the run.
+    stopped: Option<(u64, Error)>,
     /// Lines read.
     lines: u64,
-    /// The line of the first document not settled, when the call stopped.
-    stopped_line: Option<u64>,
 }
 
+/// Reads the input on a thread of its own while this task writes it, a chunk of at most
+/// `--batch-size` lines at a time, in order: each run of upserts through one `upsert_many`,
+/// each run of deletions through one `delete_many`.
 async fn run(
     args: &IngestArgs,
     spec: KeySpec,
-    format: Format,
-    input: Box<dyn Read + Send>,
-    size: Option<u64>,
+    source: Source,
     rejects: Arc<Mutex<Rejects>>,
 ) -> Result<Outcome, String> {
     let client = connect(&args.connect).await?;
@@ -257,105 +343,39 @@ async fn run(
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Parsed>(READ_AHEAD);
     let bytes_read = Arc::new(AtomicU64::new(0));
     let lines_read = Arc::new(AtomicU64::new(0));
+    let size = source.size;
     let reader = {
-        let rejects = rejects.clone();
-        let bytes_read = bytes_read.clone();
-        let lines_read = lines_read.clone();
+        let (rejects, bytes_read, lines_read) =
+            (rejects.clone(), bytes_read.clone(), lines_read.clone());
         let spec = coll.spec().clone();
-        std::thread::spawn(move || {
-            read(input, format, &spec, tx, &rejects, &bytes_read, &lines_read)
-        })
+        std::thread::spawn(move || read(source, &spec, tx, &rejects, &bytes_read, &lines_read))
     };
-    // Documents handed to the library and not yet settled: their line and text, in input
-    // order, so that a document the library refuses is rejected with both.
-    let in_flight: Arc<Mutex<VecDeque<(u64, String)>>> = Arc::new(Mutex::new(VecDeque::new()));
-    let docs = {
-        let in_flight = in_flight.clone();
-        futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)).map(move |p: Parsed| {
-            if let Ok(mut q) = in_flight.lock() {
-                q.push_back((p.line, p.text));
-            }
-            p.doc
-        })
-    };
-    let bar = (std::io::stderr().is_terminal() && !args.json).then(|| {
-        let bar = match size {
-            Some(n) => indicatif::ProgressBar::new(n),
-            None => indicatif::ProgressBar::new_spinner(),
-        };
-        let template = if size.is_some() {
-            "{spinner} {bytes}/{total_bytes} read, {msg} [{elapsed}, {eta} left] {wide_bar}"
-        } else {
-            "{spinner} {bytes} read, {msg} [{elapsed}]"
-        };
-        if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
-            bar.set_style(style);
+    let bar = progress_bar(args, size);
+    let mut report = BatchReport::default();
+    let mut stopped = None;
+    let batch = args.batch_size.max(1);
+    while stopped.is_none() {
+        let chunk = next_chunk(&mut rx, batch).await;
+        if chunk.is_empty() {
+            break;
         }
-        bar.enable_steady_tick(std::time::Duration::from_millis(200));
-        bar
-    });
-    let settled = Arc::new(Mutex::new(Settled {
-        seen_failures: 0,
-        first_index: 0,
-    }));
-    let progress = {
-        let bar = bar.clone();
-        let rejects = rejects.clone();
-        let in_flight = in_flight.clone();
-        let bytes_read = bytes_read.clone();
-        let settled = settled.clone();
-        move |r: &BatchReport| {
-            if let Ok(mut s) = settled.lock() {
-                s.take(r, r.processed() as usize, &in_flight, &rejects);
-            }
-            if let Some(bar) = &bar {
-                bar.set_position(bytes_read.load(Ordering::Relaxed));
-                bar.set_message(format!(
-                    "{} inserted, {} updated, {} unchanged",
-                    r.inserted, r.updated, r.unchanged
-                ));
-            }
+        stopped = write_chunk(&coll, args, chunk, &mut report, &rejects).await;
+        if let Some(bar) = &bar {
+            bar.set_position(bytes_read.load(Ordering::Relaxed));
+            bar.set_message(format!(
+                "{} inserted, {} updated, {} unchanged, {} deleted",
+                report.inserted, report.updated, report.unchanged, report.deleted
+            ));
         }
-    };
-    use futures_util::StreamExt as _;
-    let mode = match args.mode {
-        Mode::Merge => WriteMode::Merge,
-        Mode::Replace => WriteMode::Replace,
-    };
-    let result = coll
-        .upsert_stream(docs)
-        .mode(mode)
-        .batch_size(args.batch_size)
-        .retry(RetryPolicy::default())
-        .on_progress(progress)
-        .await;
+    }
+    drop(rx);
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    // The reader ends when the writer is done with its channel (or the input is).
+    // The reader ends at the end of the input, or when the channel closes.
     let read_error = reader
         .join()
         .map_err(|_| "the reader panicked".to_string())?;
-    let (report, stopped) = match result {
-        Ok(report) => (report, None),
-        Err(e) => {
-            let settled = e.settled;
-            (e.report, Some((settled, e.error)))
-        }
-    };
-    // What the last progress call did not see, and the line the call stopped at.
-    let mut settled = settled
-        .lock()
-        .map_err(|_| "the progress state is poisoned")?;
-    let done = match &stopped {
-        Some((index, _)) => *index,
-        None => report.processed() as usize,
-    };
-    settled.take(&report, done, &in_flight, &rejects);
-    let stopped_line = in_flight
-        .lock()
-        .ok()
-        .and_then(|q| q.front().map(|(line, _)| *line));
     if stopped.is_none() {
         read_error?;
     }
@@ -363,61 +383,134 @@ async fn run(
         report,
         stopped,
         lines: lines_read.load(Ordering::Relaxed),
-        stopped_line,
     })
 }
 
-/// What the progress callback has already taken from the running report.
-struct Settled {
-    /// `report.failures[..seen_failures]` are rejected already.
-    seen_failures: usize,
-    /// The input index of the front of the in-flight queue.
-    first_index: usize,
+fn progress_bar(args: &IngestArgs, size: Option<u64>) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() || args.json {
+        return None;
+    }
+    let (bar, template) = match size {
+        Some(n) => (
+            indicatif::ProgressBar::new(n),
+            "{spinner} {bytes}/{total_bytes} read, {msg} [{elapsed}, {eta} left] {wide_bar}",
+        ),
+        None => (
+            indicatif::ProgressBar::new_spinner(),
+            "{spinner} {bytes} read, {msg} [{elapsed}]",
+        ),
+    };
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    Some(bar)
 }
 
-impl Settled {
-    /// Rejects the failures the report gained and drops the settled documents (input indexes
-    /// below `processed`) from the in-flight queue.
-    fn take(
-        &mut self,
-        r: &BatchReport,
-        processed: usize,
-        in_flight: &Mutex<VecDeque<(u64, String)>>,
-        rejects: &Mutex<Rejects>,
-    ) {
-        let Ok(mut q) = in_flight.lock() else { return };
-        let Ok(mut out) = rejects.lock() else { return };
-        for (index, e) in &r.failures[self.seen_failures..] {
-            let (line, text) = index
-                .checked_sub(self.first_index)
-                .and_then(|i| q.get(i))
-                .cloned()
-                .unwrap_or((0, String::new()));
-            out.add(Reject {
-                line,
-                kind: e.kind(),
-                reason: crate::chain(e),
-                text,
-            });
+/// Up to `n` parsed lines: as many as arrive, waiting for the first, and for the others at
+/// most a second (a slow producer's lines are written without waiting for a full chunk).
+async fn next_chunk(rx: &mut tokio::sync::mpsc::Receiver<Parsed>, n: usize) -> Vec<Parsed> {
+    let mut chunk = Vec::new();
+    let Some(first) = rx.recv().await else {
+        return chunk;
+    };
+    chunk.push(first);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+    while chunk.len() < n {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(p)) => chunk.push(p),
+            Ok(None) | Err(_) => break,
         }
-        self.seen_failures = r.failures.len();
-        let settled = processed.saturating_sub(self.first_index).min(q.len());
-        q.drain(..settled);
-        self.first_index += settled;
     }
+    chunk
+}
+
+/// Writes one chunk, run by run in input order; its failures become rejects. The line and the
+/// error where a run stopped (the rest of the chunk is not written).
+async fn write_chunk(
+    coll: &SpecCollection,
+    args: &IngestArgs,
+    chunk: Vec<Parsed>,
+    report: &mut BatchReport,
+    rejects: &Mutex<Rejects>,
+) -> Option<(u64, Error)> {
+    let mode = match args.mode {
+        Mode::Merge => WriteMode::Merge,
+        Mode::Replace => WriteMode::Replace,
+    };
+    let mut rest = chunk.into_iter().peekable();
+    while let Some(first) = rest.next() {
+        let delete = first.delete;
+        let mut docs = vec![first.doc];
+        let mut meta = vec![(first.line, first.text)];
+        while let Some(p) = rest.next_if(|p| p.delete == delete) {
+            docs.push(p.doc);
+            meta.push((p.line, p.text));
+        }
+        let n = docs.len();
+        let result = match delete {
+            false => {
+                let call = coll.upsert_many(docs).mode(mode);
+                call.batch_size(n).retry(RetryPolicy::default()).await
+            }
+            true => {
+                let call = coll.delete_many(docs);
+                call.batch_size(n).retry(RetryPolicy::default()).await
+            }
+        };
+        let (part, stop) = match result {
+            Ok(r) => (r, None),
+            Err(e) => {
+                let line = meta.get(e.settled).map_or(0, |(line, _)| *line);
+                (e.report, Some((line, e.error)))
+            }
+        };
+        add(report, &part);
+        if let Ok(mut out) = rejects.lock() {
+            for (index, e) in &part.failures {
+                let (line, text) = meta.get(*index).cloned().unwrap_or_default();
+                out.add(Reject {
+                    line,
+                    kind: e.kind(),
+                    reason: crate::chain(e),
+                    text,
+                });
+            }
+        }
+        if stop.is_some() {
+            return stop;
+        }
+    }
+    None
+}
+
+/// `part`'s counts added to `total` (its failures are rejects).
+fn add(total: &mut BatchReport, part: &BatchReport) {
+    total.inserted += part.inserted;
+    total.updated += part.updated;
+    total.unchanged += part.unchanged;
+    total.deleted += part.deleted;
+    total.not_found += part.not_found;
+    total.gone += part.gone;
+    total.batches += part.batches;
 }
 
 /// Reads `input` line by line on its own thread, turning each into a document for the writer
 /// or a reject. Ends at the end of the input or when the writer has stopped.
 fn read(
-    input: Box<dyn Read + Send>,
-    format: Format,
+    source: Source,
     spec: &KeySpec,
     tx: tokio::sync::mpsc::Sender<Parsed>,
     rejects: &Mutex<Rejects>,
     bytes_read: &AtomicU64,
     lines_read: &AtomicU64,
 ) -> Result<(), String> {
+    let Source {
+        input,
+        format,
+        tombstone,
+        ..
+    } = source;
     let mut lines = Lines {
         inner: BufReader::with_capacity(1 << 20, input),
         buf: Vec::new(),
@@ -489,10 +582,16 @@ fn read(
                 }
             }
         };
+        let parsed = match (parsed, &tombstone) {
+            (Ok(doc), Some(t)) => t.take(doc),
+            (Ok(doc), None) => Ok((doc, false)),
+            (Err(e), _) => Err(e),
+        };
         match parsed {
-            Ok(doc) => {
+            Ok((doc, delete)) => {
                 let p = Parsed {
                     doc,
+                    delete,
                     line: number,
                     text: text.to_string(),
                 };

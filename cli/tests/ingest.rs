@@ -628,3 +628,96 @@ fn the_connection_string_comes_from_the_environment_and_stays_out_of_messages() 
         .unwrap();
     assert_input_error(&out, "cannot read /no/such/file.ndjson");
 }
+
+/// Tombstones, as change-data-capture streams send them: a line whose `--delete-when` field
+/// says so deletes its document by key, in input order with the upserts around it; the marker
+/// field is never stored.
+#[tokio::test]
+async fn tombstone_lines_delete_by_key_in_input_order() {
+    let name = "nk_cli_ingest_tombstones";
+    let db = database(name).await;
+    let line = |slug: &str, body: &str, deleted: &str| {
+        format!(
+            "{{\"slug\":\"{slug}\",\"lang\":\"en\",\"published_at\":1,\"body\":\"{body}\",\"__deleted\":\"{deleted}\"}}\n"
+        )
+    };
+    let first: String = ["a", "b", "c"]
+        .iter()
+        .map(|s| line(s, "v1", "false"))
+        .collect();
+    let input = file("tomb1.ndjson", &first);
+    let s = summary(&ingest(
+        name,
+        "posts",
+        &input,
+        &["--json", "--delete-when", "__deleted"],
+    ));
+    assert_eq!(s["inserted"], 3, "{s}");
+    let second = [
+        line("a", "", "true"),
+        line("b", "v2", "false"),
+        line("never", "", "true"),
+        line("e", "v1", "false"),
+        line("e", "", "true"),
+    ]
+    .concat();
+    let input = file("tomb2.ndjson", &second);
+    let out = ingest(
+        name,
+        "posts",
+        &input,
+        &["--json", "--delete-when", "__deleted"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let s = summary(&out);
+    assert_eq!(
+        (
+            s["deleted"].as_u64(),
+            s["not_found"].as_u64(),
+            s["updated"].as_u64(),
+            s["inserted"].as_u64()
+        ),
+        (Some(2), Some(1), Some(1), Some(1)),
+        "{s}"
+    );
+    let coll = db.collection::<Document>("posts");
+    let mut slugs: Vec<String> = support_all(&coll)
+        .await
+        .iter()
+        .map(|d| {
+            assert!(
+                d.get("__deleted").is_none(),
+                "the marker is not stored: {d}"
+            );
+            d.get_str("slug").unwrap().to_string()
+        })
+        .collect();
+    slugs.sort();
+    assert_eq!(slugs, ["b", "c"]);
+    // Again: the deletions find nothing, the upserts nothing to change, e is inserted and
+    // deleted once more (its lines say so, in that order).
+    let s = summary(&ingest(
+        name,
+        "posts",
+        &input,
+        &["--json", "--delete-when", "__deleted"],
+    ));
+    assert_eq!(
+        (
+            s["not_found"].as_u64(),
+            s["unchanged"].as_u64(),
+            s["deleted"].as_u64()
+        ),
+        (Some(2), Some(1), Some(1)),
+        "{s}"
+    );
+}
+
+async fn support_all(coll: &natural_key::mongodb::Collection<Document>) -> Vec<Document> {
+    let mut out = Vec::new();
+    let mut cursor = coll.find(doc! {}).await.unwrap();
+    while cursor.advance().await.unwrap() {
+        out.push(cursor.deserialize_current().unwrap());
+    }
+    out
+}

@@ -36,6 +36,7 @@ use crate::outcome::{BatchError, BatchReport};
 use crate::retry::RetryPolicy;
 use crate::stored::Prepared;
 use crate::write::batch::{self, Options, Progress};
+use crate::write::delete::{DeleteWriter, PreparedDelete};
 use crate::write::mode::WriteMode;
 use crate::write::upsert::{Guarded, GuardedWriter};
 
@@ -561,6 +562,68 @@ impl SpecCollection {
             mode: WriteMode::Merge,
             session: None,
         }
+    }
+}
+
+impl SpecCollection {
+    /// Deletes by key, as [`Collection::delete_many`](crate::Collection::delete_many): each
+    /// document's derived `_id` and identity, from its key fields alone (the others do not
+    /// matter).
+    pub fn delete_many<I>(&self, docs: I) -> SpecDelete<'_, futures_util::stream::Iter<I::IntoIter>>
+    where
+        I: IntoIterator<Item = RawDocumentBuf>,
+    {
+        SpecDelete {
+            coll: self,
+            docs: futures_util::stream::iter(docs),
+            opts: Options::default(),
+            session: None,
+        }
+    }
+}
+
+/// Builder returned by [`SpecCollection::delete_many`]; `.await` it.
+#[must_use = "a batch delete does nothing until awaited"]
+pub struct SpecDelete<'a, S> {
+    coll: &'a SpecCollection,
+    docs: S,
+    opts: Options<'a>,
+    session: Option<&'a mut ClientSession>,
+}
+
+impl<'a, S> SpecDelete<'a, S> {
+    batch_options!();
+}
+
+impl<'a, S> IntoFuture for SpecDelete<'a, S>
+where
+    S: futures_util::Stream<Item = RawDocumentBuf> + Send + 'a,
+{
+    type Output = Result<BatchReport, BatchError>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        use futures_util::StreamExt;
+        let coll = self.coll;
+        let spec = &coll.spec;
+        let span =
+            tracing::info_span!("natural_key.delete_many", collection = %coll.target.namespace);
+        Box::pin(tracing::Instrument::instrument(
+            async move {
+                let docs = self.docs.map(move |doc| Untyped {
+                    spec: spec.clone(),
+                    doc,
+                });
+                let mut writer = DeleteWriter::<Untyped>::new(&coll.target, self.session);
+                let prepare = |d: &Untyped| {
+                    let (id, identity) = d.spec.derive(&d.doc)?;
+                    PreparedDelete::new(id, identity)
+                };
+                let ns = &coll.target.namespace;
+                batch::run(docs, self.opts, "delete_many", ns, &prepare, &mut writer).await
+            },
+            span,
+        ))
     }
 }
 
