@@ -286,7 +286,10 @@ impl Tombstone {
             (None, bson::RawBsonRef::String(s)) => s == "true",
             (Some(v), bson::RawBsonRef::String(s)) => s == v,
             (Some(v), other) => Bson::try_from(other.to_raw_bson())
-                .map(|b| b.into_relaxed_extjson().to_string() == *v)
+                .map(|b| {
+                    let text = b.into_relaxed_extjson().to_string();
+                    text == *v
+                })
                 .unwrap_or(false),
             (None, _) => false,
         };
