@@ -686,7 +686,7 @@ fn key_text(key: Option<&str>) -> String {
         .unwrap_or_default()
 }
 
-/// Why a stored document gives no id under a [`KeySpec`]. An audit counts such a document as
+/// Why a stored document gives no id under a [`KeySpec`](crate::spec::KeySpec). An audit counts such a document as
 /// unreadable and reports the first message.
 ///
 /// ```

@@ -236,7 +236,7 @@ impl KeyField {
 /// document's fields derive, exactly as the derived type would (same [`Scheme`], same key
 /// values, same normalization); [`audit`](KeySpec::audit) audits a collection with it.
 ///
-/// Names and the scheme are `&'static str`, as in the derive and in [`KeyError`]; a program
+/// Names and the scheme are `&'static str`, as in the derive and in [`KeyError`](crate::KeyError); a program
 /// that reads them at run time leaks them once (`Box::leak`), as the `natural-key` binary does.
 ///
 /// ```
@@ -459,7 +459,7 @@ impl KeySpec {
     /// ```no_run
     /// # use natural_key_runtime::spec::{KeyField, KeyKind, KeySpec};
     /// # use natural_key_runtime::Scheme;
-    /// # async fn f(db: mongodb::Database) -> Result<(), natural_key_runtime::BatchError> {
+    /// # async fn f(db: mongodb::Database) -> Result<(), Box<dyn std::error::Error>> {
     /// let spec = KeySpec::new(Scheme::Default { namespace: "blog.post" }, "published_at")
     ///     .key(KeyField::new("slug", KeyKind::Str));
     /// let posts = spec.open(&db, "posts").await?;
