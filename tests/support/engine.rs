@@ -230,6 +230,11 @@ impl Drop for PrivateEngine {
             .arg("down")
             .env("NK_DB_STATE", self.state())
             .output();
-        let _ = std::fs::remove_dir_all(&self.state);
+        // A failing test keeps the engine's data and logs to look at.
+        if std::thread::panicking() {
+            eprintln!("the engine's data and logs are kept in {}", self.state.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.state);
+        }
     }
 }
