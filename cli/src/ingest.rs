@@ -13,7 +13,7 @@ use std::time::Instant;
 use clap::{Args, ValueEnum};
 use natural_key_runtime::bson::{self, Bson, RawDocumentBuf};
 use natural_key_runtime::spec::{KeyKind, KeySpec, SpecCollection, TimestampForm};
-use natural_key_runtime::{BatchReport, Error, RetryPolicy, WriteMode};
+use natural_key_runtime::{BatchReport, ContentHash, Error, RetryPolicy, WriteMode};
 
 use crate::{connect, print, ConnectArgs, SpecArgs};
 
@@ -52,6 +52,19 @@ pub(crate) struct IngestArgs {
     /// never stored, on any line.
     #[arg(long, value_name = "FIELD[=VALUE]")]
     delete_when: Option<String>,
+    /// The input is the whole source: once every line is written, delete the collection's
+    /// natural-key documents whose key no line holds (never a document natural-key did not
+    /// write). Skipped when any line was refused; refused beyond --max-prune-fraction.
+    #[arg(long)]
+    prune: bool,
+    /// The largest fraction of the stored natural-key documents --prune deletes; beyond it,
+    /// nothing is deleted and the run fails (is the input the whole source?).
+    #[arg(long, value_name = "F", default_value_t = natural_key_runtime::DEFAULT_MAX_PRUNE_FRACTION, requires = "prune")]
+    max_prune_fraction: f64,
+    /// Write nothing: read and check every line as the write would (keys, field names,
+    /// size), and with --prune list how many documents it would delete.
+    #[arg(long)]
+    dry_run: bool,
     /// Lines per chunk, written in order: each run of upserts of a chunk in one batch (one
     /// read, at most one insert and one update), each run of deletions in one.
     #[arg(long, value_name = "N", default_value_t = 1000)]
@@ -170,6 +183,7 @@ pub(crate) fn ingest(args: IngestArgs) -> Result<ExitCode, String> {
         format,
         tombstone,
         size,
+        identities: args.prune,
     };
     let outcome = runtime.block_on(run(&args, spec, source, rejects.clone()))?;
     let seconds = started.elapsed().as_secs_f64();
@@ -228,6 +242,9 @@ fn summarize(
             "first_rejected": rejects.first.as_ref().map(|(line, reason)| {
                 serde_json::json!({ "line": line, "reason": reason })
             }),
+            "dry_run": args.dry_run,
+            "checked": outcome.checked,
+            "pruned": outcome.pruned,
             "seconds": (seconds * 1000.0).round() / 1000.0,
             "stopped_at_line": outcome.stopped.as_ref().map(|(line, _)| line),
         });
@@ -242,6 +259,21 @@ fn summarize(
             ", {} deleted, {} not found, {} gone",
             r.deleted, r.not_found, r.gone
         ));
+    }
+    if args.dry_run {
+        text = format!(
+            "dry run of {source} into {namespace}: {} lines; {} documents would be written \
+             (not compared with what is stored)",
+            outcome.lines, outcome.checked
+        );
+    }
+    if let Some(n) = outcome.pruned {
+        let verb = if args.dry_run {
+            "would prune"
+        } else {
+            "pruned"
+        };
+        text.push_str(&format!(", {verb} {n}"));
     }
     text.push_str(&format!(", {} rejected in {seconds:.1} s", rejects.count));
     if let Some((line, reason)) = &rejects.first {
@@ -310,11 +342,17 @@ struct Source {
     format: Format,
     tombstone: Option<Tombstone>,
     size: Option<u64>,
+    /// Keep every upserted line's identity (for --prune).
+    identities: bool,
 }
 
 /// What a run did: the library's reports summed, and where it stopped if it did.
 struct Outcome {
     report: BatchReport,
+    /// Documents a dry run checked and would write.
+    checked: u64,
+    /// What --prune deleted (or, in a dry run, would delete); `None` when not asked or skipped.
+    pruned: Option<u64>,
     /// The line of the first document not settled, and the error that stopped the run.
     stopped: Option<(u64, Error)>,
     /// Lines read.
@@ -356,13 +394,20 @@ async fn run(
     let bar = progress_bar(args, size);
     let mut report = BatchReport::default();
     let mut stopped = None;
+    let mut checked = 0;
     let batch = args.batch_size.max(1);
     while stopped.is_none() {
         let chunk = next_chunk(&mut rx, batch).await;
         if chunk.is_empty() {
             break;
         }
-        stopped = write_chunk(&coll, args, chunk, &mut report, &rejects).await;
+        stopped = match args.dry_run {
+            false => write_chunk(&coll, args, chunk, &mut report, &rejects).await,
+            true => {
+                checked += check_chunk(&coll, chunk, &rejects);
+                None
+            }
+        };
         if let Some(bar) = &bar {
             bar.set_position(bytes_read.load(Ordering::Relaxed));
             bar.set_message(format!(
@@ -376,14 +421,22 @@ async fn run(
         bar.finish_and_clear();
     }
     // The reader ends at the end of the input, or when the channel closes.
-    let read_error = reader
+    let read = reader
         .join()
         .map_err(|_| "the reader panicked".to_string())?;
-    if stopped.is_none() {
-        read_error?;
-    }
+    let identities = match (read, &stopped) {
+        (Ok(identities), _) => identities,
+        (Err(_), Some(_)) => Vec::new(),
+        (Err(e), None) => return Err(e),
+    };
+    let pruned = match (args.prune, &stopped) {
+        (true, None) => prune(&coll, args, identities, &rejects).await?,
+        _ => None,
+    };
     Ok(Outcome {
         report,
+        checked,
+        pruned,
         stopped,
         lines: lines_read.load(Ordering::Relaxed),
     })
@@ -487,6 +540,66 @@ async fn write_chunk(
     None
 }
 
+/// A dry run's chunk: each document checked as its write would check it, nothing sent. The
+/// number that would be written.
+fn check_chunk(coll: &SpecCollection, chunk: Vec<Parsed>, rejects: &Mutex<Rejects>) -> u64 {
+    let mut ok = 0;
+    for p in chunk {
+        match coll.check(&p.doc) {
+            Ok(_) => ok += 1,
+            Err(e) => {
+                if let Ok(mut out) = rejects.lock() {
+                    out.add(Reject {
+                        line: p.line,
+                        kind: e.kind(),
+                        reason: crate::chain(&e),
+                        text: p.text,
+                    });
+                }
+            }
+        }
+    }
+    ok
+}
+
+/// `--prune` once every line is written: what it deleted (in a dry run, would delete), or
+/// `None` when lines were refused (a refused line's document would be deleted for a line that
+/// holds it); refused beyond `--max-prune-fraction`.
+async fn prune(
+    coll: &SpecCollection,
+    args: &IngestArgs,
+    identities: Vec<ContentHash>,
+    rejects: &Mutex<Rejects>,
+) -> Result<Option<u64>, String> {
+    let refused = rejects.lock().map(|r| r.count).unwrap_or(1);
+    if refused > 0 {
+        eprintln!(
+            "natural-key: --prune skipped: {refused} lines were refused; fix them and run again"
+        );
+        return Ok(None);
+    }
+    let call = coll
+        .prune_except(identities)
+        .max_fraction(args.max_prune_fraction);
+    let call = match args.dry_run {
+        true => call.dry_run(),
+        false => call,
+    };
+    match call.await {
+        Ok(r) => Ok(Some(r.deleted)),
+        Err(Error::PruneRefused {
+            would_delete,
+            stored,
+            ..
+        }) => Err(format!(
+            "--prune would delete {would_delete} of {stored} stored documents, more than \
+             --max-prune-fraction {}; is the input the whole source? Nothing was deleted",
+            args.max_prune_fraction
+        )),
+        Err(e) => Err(format!("--prune: {}", crate::chain(&e))),
+    }
+}
+
 /// `part`'s counts added to `total` (its failures are rejects).
 fn add(total: &mut BatchReport, part: &BatchReport) {
     total.inserted += part.inserted;
@@ -507,13 +620,15 @@ fn read(
     rejects: &Mutex<Rejects>,
     bytes_read: &AtomicU64,
     lines_read: &AtomicU64,
-) -> Result<(), String> {
+) -> Result<Vec<ContentHash>, String> {
     let Source {
         input,
         format,
         tombstone,
+        identities: keep,
         ..
     } = source;
+    let mut identities = Vec::new();
     let mut lines = Lines {
         inner: BufReader::with_capacity(1 << 20, input),
         buf: Vec::new(),
@@ -523,7 +638,7 @@ fn read(
     loop {
         let line = match lines.next_line() {
             Ok(Some(l)) => l,
-            Ok(None) => return Ok(()),
+            Ok(None) => return Ok(identities),
             Err(e) => return Err(format!("cannot read the input after line {number}: {e}")),
         };
         number += 1;
@@ -592,6 +707,11 @@ fn read(
         };
         match parsed {
             Ok((doc, delete)) => {
+                if keep && !delete {
+                    if let Ok((_, identity)) = spec.derive(&doc) {
+                        identities.push(identity);
+                    }
+                }
                 let p = Parsed {
                     doc,
                     delete,
@@ -600,7 +720,7 @@ fn read(
                 };
                 if tx.blocking_send(p).is_err() {
                     // The writer stopped; it reports why.
-                    return Ok(());
+                    return Ok(identities);
                 }
             }
             Err(reason) => reject("input", reason, text.to_string()),

@@ -721,3 +721,81 @@ async fn support_all(coll: &natural_key::mongodb::Collection<Document>) -> Vec<D
     }
     out
 }
+
+/// `--prune` for a full snapshot: what the file no longer holds is deleted once every line is
+/// written, never beyond `--max-prune-fraction`, never when a line was refused; `--dry-run`
+/// writes and deletes nothing.
+#[tokio::test]
+async fn prune_deletes_what_the_snapshot_dropped_and_dry_run_nothing() {
+    let name = "nk_cli_ingest_prune";
+    let db = database(name).await;
+    let coll = db.collection::<Document>("posts");
+    let all = posts(20);
+    let snapshot = |ps: &[Post]| ps.iter().map(|p| line(p) + "\n").collect::<String>();
+    let full = file("prune-full.ndjson", &snapshot(&all));
+    assert_eq!(
+        summary(&ingest(name, "posts", &full, &["--json"]))["inserted"],
+        20
+    );
+    // Other code's document, without _nk_identity: never pruned.
+    coll.insert_one(doc! { "slug": "legacy" }).await.unwrap();
+
+    // A dry run of a snapshot without post 0 and 1: writes nothing, deletes nothing.
+    let less = file("prune-less.ndjson", &snapshot(&all[2..]));
+    let out = ingest(name, "posts", &less, &["--json", "--prune", "--dry-run"]);
+    let s = summary(&out);
+    assert_eq!(
+        (
+            out.status.code(),
+            s["pruned"].as_u64(),
+            s["checked"].as_u64()
+        ),
+        (Some(0), Some(2), Some(18)),
+        "{s}"
+    );
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 21);
+
+    // Beyond the fraction (2 of 20 > 0.05): refused, nothing deleted.
+    let out = ingest(
+        name,
+        "posts",
+        &less,
+        &["--json", "--prune", "--max-prune-fraction", "0.05"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--max-prune-fraction"));
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 21);
+
+    // A refused line: the prune is skipped (its document might be one of those it would drop).
+    let bad = file("prune-bad.ndjson", &(snapshot(&all[2..]) + "{oops\n"));
+    let out = ingest(name, "posts", &bad, &["--json", "--prune"]);
+    assert_eq!(
+        (out.status.code(), summary(&out)["pruned"].clone()),
+        (Some(1), Value::Null)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--prune skipped"));
+    assert_eq!(coll.count_documents(doc! {}).await.unwrap(), 21);
+
+    // The real thing.
+    let out = ingest(name, "posts", &less, &["--json", "--prune"]);
+    let s = summary(&out);
+    assert_eq!(
+        (
+            out.status.code(),
+            s["pruned"].as_u64(),
+            s["unchanged"].as_u64()
+        ),
+        (Some(0), Some(2), Some(18)),
+        "{s}"
+    );
+    assert_eq!(
+        coll.count_documents(doc! {}).await.unwrap(),
+        19,
+        "18 posts and the legacy document"
+    );
+    assert!(coll
+        .find_one(doc! {"slug": "legacy"})
+        .await
+        .unwrap()
+        .is_some());
+}

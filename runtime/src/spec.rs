@@ -566,6 +566,27 @@ impl SpecCollection {
 }
 
 impl SpecCollection {
+    /// Everything an upsert of `doc` checks before sending anything — its key fields, its
+    /// field names, its size against the engine's limit — without sending anything: the id it
+    /// would be stored under, or the error its write would fail with.
+    pub fn check(&self, doc: &RawDocument) -> Result<Ulid, Error> {
+        self.spec.prepare(doc, &self.target).map(|p| p.id)
+    }
+
+    /// For an ingest of a full snapshot, once it is written: deletes the natural-key documents
+    /// whose identity is not among `identities` (the snapshot's, each as
+    /// [`KeySpec::derive`] gives it), guarded as
+    /// [`UpsertStream::prune`](crate::UpsertStream::prune) is — never a document without
+    /// `_nk_identity`, never more than [`max_fraction`](SpecPrune::max_fraction) of them.
+    pub fn prune_except(&self, identities: impl IntoIterator<Item = ContentHash>) -> SpecPrune<'_> {
+        SpecPrune {
+            coll: self,
+            seen: identities.into_iter().map(|h| h.0).collect(),
+            dry_run: false,
+            max_fraction: crate::DEFAULT_MAX_PRUNE_FRACTION,
+        }
+    }
+
     /// Deletes by key, as [`Collection::delete_many`](crate::Collection::delete_many): each
     /// document's derived `_id` and identity, from its key fields alone (the others do not
     /// matter).
@@ -579,6 +600,42 @@ impl SpecCollection {
             opts: Options::default(),
             session: None,
         }
+    }
+}
+
+/// Builder returned by [`SpecCollection::prune_except`]; `.await` it.
+#[must_use = "a prune does nothing until awaited"]
+pub struct SpecPrune<'a> {
+    coll: &'a SpecCollection,
+    seen: std::collections::HashSet<[u8; 32]>,
+    dry_run: bool,
+    max_fraction: f64,
+}
+
+impl SpecPrune<'_> {
+    /// Lists what would be deleted, deletes nothing.
+    pub fn dry_run(mut self) -> Self {
+        self.dry_run = true;
+        self
+    }
+
+    /// Refuses ([`Error::PruneRefused`]) to delete more than this fraction of the stored
+    /// natural-key documents (default [`DEFAULT_MAX_PRUNE_FRACTION`](crate::DEFAULT_MAX_PRUNE_FRACTION)).
+    pub fn max_fraction(mut self, fraction: f64) -> Self {
+        self.max_fraction = fraction;
+        self
+    }
+}
+
+impl<'a> IntoFuture for SpecPrune<'a> {
+    type Output = Result<crate::PruneReport, Error>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let target = &self.coll.target;
+            crate::maintain::prune::prune(target, &self.seen, self.dry_run, self.max_fraction).await
+        })
     }
 }
 

@@ -232,7 +232,10 @@ impl Drop for PrivateEngine {
             .output();
         // A failing test keeps the engine's data and logs to look at.
         if std::thread::panicking() {
-            eprintln!("the engine's data and logs are kept in {}", self.state.display());
+            eprintln!(
+                "the engine's data and logs are kept in {}",
+                self.state.display()
+            );
         } else {
             let _ = std::fs::remove_dir_all(&self.state);
         }

@@ -147,7 +147,7 @@ where
                 return Err(fail(written, error));
             }
             let seen = std::mem::take(&mut *seen.lock().expect("identity set"));
-            let pruned = match prune(coll, &seen, self.dry_run, self.max_fraction).await {
+            let pruned = match prune(&coll.target, &seen, self.dry_run, self.max_fraction).await {
                 Ok(p) => p,
                 Err(e) => return Err(fail(written, e)),
             };
@@ -156,13 +156,14 @@ where
     }
 }
 
-async fn prune<T: Send + Sync>(
-    coll: &crate::Collection<T>,
+/// Deletes (or, in a dry run, lists) the natural-key documents of `target` whose identity is
+/// not in `seen`, refused above `max_fraction` of them.
+pub(crate) async fn prune(
+    target: &crate::op::Target,
     seen: &HashSet<[u8; 32]>,
     dry_run: bool,
     max_fraction: f64,
 ) -> Result<PruneReport, Error> {
-    let target = &coll.target;
     let mut report = PruneReport {
         dry_run,
         ..PruneReport::default()
