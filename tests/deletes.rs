@@ -259,5 +259,7 @@ async fn a_delete_racing_an_upsert_ends_in_one_order_never_a_fork() {
         assert_eq!(d.not_found, 0, "{d:?}");
         assert!(docs.len() as u64 <= u.inserted, "{d:?} {u:?}");
     }
-    println!("DELETES racing upserts: {rounds} rounds of 50: {present} ended stored, {absent} deleted");
+    println!(
+        "DELETES racing upserts: {rounds} rounds of 50: {present} ended stored, {absent} deleted"
+    );
 }
