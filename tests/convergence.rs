@@ -304,7 +304,10 @@ async fn write_posts(
                 r.docs += 1;
                 match coll.upsert(p).retry(policy).await {
                     Ok(o) => r.count_upsert(o),
-                    Err(e) => r.errors.push(format!("upsert {}: {}", p.slug, support::error_chain(&e))),
+                    Err(e) => {
+                        r.errors
+                            .push(format!("upsert {}: {}", p.slug, support::error_chain(&e)))
+                    }
                 }
             }
         }
@@ -326,7 +329,9 @@ async fn write_posts(
                             r.errors.push(format!("upsert_many {}: {e}", chunk[i].slug));
                         }
                     }
-                    Err(e) => r.errors.push(format!("upsert_many: {}", support::error_chain(&e))),
+                    Err(e) => r
+                        .errors
+                        .push(format!("upsert_many: {}", support::error_chain(&e))),
                 }
             }
         }
@@ -348,7 +353,11 @@ async fn insert_events(
                 r.docs += 1;
                 match coll.insert(e).retry(policy).await {
                     Ok(o) => r.count_insert(o),
-                    Err(err) => r.errors.push(format!("insert {}: {}", e.request, support::error_chain(&err))),
+                    Err(err) => r.errors.push(format!(
+                        "insert {}: {}",
+                        e.request,
+                        support::error_chain(&err)
+                    )),
                 }
             }
         }
@@ -370,7 +379,9 @@ async fn insert_events(
                                 .push(format!("insert_many {}: {e}", chunk[i].request));
                         }
                     }
-                    Err(e) => r.errors.push(format!("insert_many: {}", support::error_chain(&e))),
+                    Err(e) => r
+                        .errors
+                        .push(format!("insert_many: {}", support::error_chain(&e))),
                 }
             }
         }

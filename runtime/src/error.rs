@@ -877,6 +877,19 @@ pub(crate) const THROTTLE_CODES: &[i32] = &[
     PG_QUERY_CANCELED,
 ];
 
+/// Citus' distributed deadlock detection cancelling one of two transactions that wait on each
+/// other across nodes, as a whole command's code 1: "canceling the transaction since it was
+/// involved in a distributed deadlock" (the cluster pass of tests/convergence.rs, events from
+/// 4 writers). The transaction was rolled back, like PostgreSQL's own `40P01`.
+const DISTRIBUTED_DEADLOCK: &str = "involved in a distributed deadlock";
+
+/// Whether the engine refused a command or statement as busy, having applied none of it: a
+/// [`THROTTLE_CODES`] code, or Citus' distributed deadlock ([`DISTRIBUTED_DEADLOCK`]).
+pub(crate) fn refused_as_busy(code: i32, message: &str) -> bool {
+    THROTTLE_CODES.contains(&code)
+        || code == INTERNAL_ERROR && message.contains(DISTRIBUTED_DEADLOCK)
+}
+
 /// The label with which MongoDB 8.2+ (its ingress request rate limiter) and Atlas (load
 /// shedding) reject a command under overload, e.g. 463 `IngressOperationRateLimitExceeded`
 /// (MongoDB's client-backpressure specification; Atlas, "Handle Overload Errors from Load
@@ -904,7 +917,7 @@ pub(crate) fn throttle(
     rerunnable: bool,
 ) -> Option<Error> {
     let code = server_code(e)?;
-    let busy = THROTTLE_CODES.contains(&code)
+    let busy = refused_as_busy(code, &e.to_string())
         || e.contains_label(OVERLOADED)
             && (rerunnable || NOT_RUN.iter().any(|l| e.contains_label(l)));
     busy.then(|| Error::throttled(namespace, code, e.to_string()))
@@ -1080,6 +1093,7 @@ pub fn classify(e: mongodb::error::Error) -> Error {
                 || e.contains_label(OVERLOADED)
                 || e.contains_label(NOT_RUN[0])
                 || server_code(&e).is_some_and(|c| TRANSIENT_CODES.contains(&c))
+                || server_code(&e).is_some_and(|c| refused_as_busy(c, &e.to_string()))
                 || engine_failed(&e)
         }
     };
@@ -1259,6 +1273,17 @@ mod tests {
         assert!(classify(gone).is_transient());
         let canceled = command_error(67371461, "canceling statement due to user request");
         assert!(classify(canceled).is_transient());
+        let deadlock = command_error(
+            1,
+            "canceling the transaction since it was involved in a distributed deadlock",
+        );
+        assert!(throttle("db.c", &deadlock, false).is_some());
+        assert!(classify(deadlock).is_transient());
+        assert!(refused_as_busy(
+            1,
+            "canceling the transaction since it was involved in a distributed deadlock"
+        ));
+        assert!(!refused_as_busy(1, "could not create exclusion constraint"));
         for (code, m) in [
             (
                 50856066,

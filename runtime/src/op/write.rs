@@ -12,8 +12,8 @@ use ulid::Ulid;
 use super::{parse, Session, Target};
 use crate::deployment::Limits;
 use crate::error::{
-    classify, server_code, shard_key_missing, storage_failed, Error, DUPLICATE_KEY_CODE,
-    THROTTLE_CODES, UNKNOWN_OUTCOME_CODES,
+    classify, refused_as_busy, server_code, shard_key_missing, storage_failed, Error,
+    DUPLICATE_KEY_CODE, UNKNOWN_OUTCOME_CODES,
 };
 use crate::names::{OUR_FIELDS, OUR_INDEXES};
 use crate::raw::{Embedded, ToEmbedded, Value};
@@ -151,7 +151,7 @@ pub(crate) fn refusal(
     key_pattern: Option<&Document>,
     key_value: Option<&Document>,
 ) -> Refusal {
-    if THROTTLE_CODES.contains(&code) {
+    if refused_as_busy(code, message) {
         return Refusal::Throttled {
             code,
             message: message.to_string(),
