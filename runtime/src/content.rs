@@ -246,23 +246,21 @@ fn write_v2<S: Sink, T: Serialize + ?Sized>(out: &mut S, doc: &T, skip: &[&str])
     })
 }
 
-/// The content hashes of a document without a Rust type (a [`KeySpec`](crate::spec::KeySpec)
+/// The content hash of a document without a Rust type (a [`KeySpec`](crate::spec::KeySpec)
 /// document, docs/id-scheme.md, "A document without a Rust type"): its top-level fields but
 /// those named in `skip`, in stored order, as the struct a v1 type's fields make; every
-/// embedded document as a struct too, every other value as the bson crate serializes it. The
-/// v1 hash, which such a writer stores, and the same encoding under the v2 prefix, which a
-/// v2 type whose stored document has these fields writes and which is accepted as equal.
-pub(crate) fn untyped_hashes(
+/// embedded document as a struct too, every other value as the bson crate serializes it.
+/// Under the v1 prefix, which such a writer stores; with `v2`, the same encoding under the v2
+/// prefix, which a v2 type whose stored document has these fields writes and which is accepted
+/// as equal (asked only when a stored hash is not the v1 one).
+pub(crate) fn untyped_hash(
     doc: &bson::RawDocument,
     skip: impl Fn(&str) -> bool,
-) -> Result<(ContentHash, ContentHash), String> {
-    let mut body = Vec::with_capacity(doc.as_bytes().len() + 64);
-    write_untyped(&mut Canon { out: &mut body }, doc, Some(&skip)).map_err(|e| e.0)?;
-    let hash = |mut h: Buffered| {
-        h.put(&body);
-        ContentHash(h.finish())
-    };
-    Ok((hash(START_V1), hash(START_V2)))
+    v2: bool,
+) -> Result<ContentHash, String> {
+    let mut h = if v2 { START_V2 } else { START_V1 };
+    write_untyped(&mut Canon { out: &mut h }, doc, Some(&skip)).map_err(|e| e.0)?;
+    Ok(ContentHash(h.finish()))
 }
 
 /// A BSON document as a struct: `skip` applies at the top level only.

@@ -409,23 +409,23 @@ impl KeySpec {
     /// # Ok::<(), natural_key_runtime::Error>(())
     /// ```
     pub fn content_hash(&self, doc: &RawDocument) -> Result<ContentHash, Error> {
-        Ok(self.hashes(doc)?.0)
+        self.hash(doc, false)
     }
 
     /// What a guarded upsert of `doc` sends, derived under this spec.
     fn prepare(&self, doc: &RawDocument, target: &Target) -> Result<Prepared, Error> {
         let (id, identity) = self.derive(doc)?;
-        let (hash, _) = self.hashes(doc)?;
+        let hash = self.content_hash(doc)?;
         Prepared::of_untyped(id, identity, hash, doc, target)
     }
 
-    /// [`content_hash`](KeySpec::content_hash), and the same encoding under the v2 prefix (what
-    /// a v2 type whose stored fields these are writes, accepted as equal).
-    pub(crate) fn hashes(&self, doc: &RawDocument) -> Result<(ContentHash, ContentHash), Error> {
-        crate::content::untyped_hashes(doc, |name| {
+    /// [`content_hash`](KeySpec::content_hash), or with `v2` the same encoding under the v2
+    /// prefix (what a v2 type whose stored fields these are writes, accepted as equal).
+    fn hash(&self, doc: &RawDocument, v2: bool) -> Result<ContentHash, Error> {
+        let skip = |name: &str| {
             name == "_id" || name.starts_with(RESERVED_PREFIX) || self.skip_hash.contains(&name)
-        })
-        .map_err(|message| Error::Serialize {
+        };
+        crate::content::untyped_hash(doc, skip, v2).map_err(|message| Error::Serialize {
             type_name: "a BSON document",
             message,
         })
@@ -760,10 +760,7 @@ impl Guarded for Untyped {
     }
 
     fn other_hash(&self) -> Option<String> {
-        self.spec
-            .hashes(&self.doc)
-            .ok()
-            .map(|(_, v2)| v2.to_string())
+        self.spec.hash(&self.doc, true).ok().map(|h| h.to_string())
     }
 }
 
