@@ -304,10 +304,11 @@ async fn write_posts(
                 r.docs += 1;
                 match coll.upsert(p).retry(policy).await {
                     Ok(o) => r.count_upsert(o),
-                    Err(e) => {
-                        r.errors
-                            .push(format!("upsert {}: {}", p.slug, support::error_chain(&e)))
-                    }
+                    Err(e) => r.errors.push(format!(
+                        "upsert {}: {}",
+                        p.slug,
+                        natural_key::ErrorChain(&e)
+                    )),
                 }
             }
         }
@@ -331,7 +332,7 @@ async fn write_posts(
                     }
                     Err(e) => r
                         .errors
-                        .push(format!("upsert_many: {}", support::error_chain(&e))),
+                        .push(format!("upsert_many: {}", natural_key::ErrorChain(&e))),
                 }
             }
         }
@@ -356,7 +357,7 @@ async fn insert_events(
                     Err(err) => r.errors.push(format!(
                         "insert {}: {}",
                         e.request,
-                        support::error_chain(&err)
+                        natural_key::ErrorChain(&err)
                     )),
                 }
             }
@@ -381,7 +382,7 @@ async fn insert_events(
                     }
                     Err(e) => r
                         .errors
-                        .push(format!("insert_many: {}", support::error_chain(&e))),
+                        .push(format!("insert_many: {}", natural_key::ErrorChain(&e))),
                 }
             }
         }

@@ -329,7 +329,7 @@ where
     let secs = start.elapsed().as_secs_f64();
     watch.end();
     let kills = killer.await.unwrap();
-    let r = r.unwrap_or_else(|e| panic!("after {kills:?}: {}", support::error_chain(&e)));
+    let r = r.unwrap_or_else(|e| panic!("after {kills:?}: {}", natural_key::ErrorChain(&e)));
     (r, kills, secs)
 }
 

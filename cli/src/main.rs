@@ -146,13 +146,7 @@ async fn connect(args: &ConnectArgs) -> Result<mongodb::Client, String> {
 
 /// An error and its sources, `outer: inner`.
 fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        s.push_str(&format!(": {cause}"));
-        next = cause.source();
-    }
-    s
+    natural_key_runtime::ErrorChain(e).to_string()
 }
 
 /// The password of a `mongodb://user:password@host` connection string, to keep out of every

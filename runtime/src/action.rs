@@ -213,7 +213,7 @@ pub(crate) fn record<O: Label + std::fmt::Display>(
         }
         Err(e) => {
             span.record("outcome", "error");
-            tracing::debug!(error = %crate::error::Chain(e), "write failed");
+            tracing::debug!(error = %crate::error::ErrorChain(e), "write failed");
             metrics::error(collection, operation, e);
         }
     }

@@ -104,8 +104,7 @@ impl<'a, T: NaturalKey + Send + Sync> Delete<'a, T> {
 
 /// What a delete by key sends for `doc`, derived once.
 pub(crate) fn prepare<T: NaturalKey>(doc: &T) -> Result<PreparedDelete, Error> {
-    let digest = crate::key::identity_digest(doc)?;
-    let id = crate::key::ulid_from(doc.__timestamp_ms()?, &digest);
+    let (id, digest) = crate::traits::derive_key(doc)?;
     PreparedDelete::new(id, crate::content::ContentHash(digest))
 }
 

@@ -758,11 +758,39 @@ pub enum FieldNameProblem {
     Repeated,
 }
 
-/// Displays an error followed by its sources, `outer: inner: innermost` — for logs, since
-/// [`Error`]'s own `Display` does not repeat its source.
-pub(crate) struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
+/// Displays an error followed by each of its sources, `outer: inner: innermost`.
+///
+/// [`Error`]'s `Display` names what failed and leaves why to its
+/// [`source`](std::error::Error::source) (a [`BatchError`](crate::BatchError) says where a batch stopped; the
+/// driver's error under it says why), as the standard library's convention asks. Logs, a CLI's
+/// message and a failing test want the whole story on one line: this is that line, for any
+/// error.
+///
+/// ```
+/// use natural_key::ErrorChain;
+///
+/// let e = natural_key::bson::oid::ObjectId::parse_str("not hex").unwrap_err();
+/// assert_eq!(ErrorChain(&e).to_string(), e.to_string());
+///
+/// #[derive(Debug)]
+/// struct Stopped(std::io::Error);
+/// impl std::fmt::Display for Stopped {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+///         f.write_str("batch write stopped")
+///     }
+/// }
+/// impl std::error::Error for Stopped {
+///     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+///         Some(&self.0)
+///     }
+/// }
+/// let e = Stopped(std::io::Error::other("connection reset"));
+/// assert_eq!(ErrorChain(&e).to_string(), "batch write stopped: connection reset");
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct ErrorChain<'a>(pub &'a dyn std::error::Error);
 
-impl fmt::Display for Chain<'_> {
+impl fmt::Display for ErrorChain<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)?;
         let mut source = self.0.source();

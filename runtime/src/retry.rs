@@ -298,7 +298,7 @@ impl Attempts {
             attempt = n,
             max_attempts = p.max_attempts,
             ?delay,
-            error = %crate::error::Chain(&err),
+            error = %crate::error::ErrorChain(&err),
             "{}: transient error, retrying",
             self.operation
         );

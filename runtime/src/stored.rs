@@ -44,8 +44,7 @@ impl Prepared {
 impl Prepared {
     pub(crate) fn of<T: NaturalKey>(doc: &T, target: &Target) -> Result<Self, Error> {
         // `id()` and `identity()` in one pass over the key fields.
-        let digest = crate::key::identity_digest(doc)?;
-        let id = crate::key::ulid_from(doc.__timestamp_ms()?, &digest);
+        let (id, digest) = crate::traits::derive_key(doc)?;
         let identity = crate::content::ContentHash(digest).to_string();
         let hash = doc.content_hash()?.to_string();
         let mut body = bson::to_raw_document_buf(doc).map_err(Error::serialize::<T>)?;

@@ -64,8 +64,7 @@ pub trait NaturalKey: WriteKey + Indexes + Serialize {
     ///
     /// Errors when the timestamp is outside the ULID range or a key holds a NUL byte.
     fn id(&self) -> Result<Ulid, KeyError> {
-        let digest = key::identity_digest(self)?;
-        Ok(key::ulid_from(self.__timestamp_ms()?, &digest))
+        derive_key(self).map(|(id, _)| id)
     }
 
     /// SHA-256 over the identity fields alone (what `_nk_identity` stores and the unique index
@@ -154,4 +153,11 @@ pub fn idempotency_index() -> IndexSpec {
         field: crate::names::IDEMPOTENCY_FIELD,
         name: crate::names::IDEMPOTENCY_INDEX,
     }
+}
+
+/// A document's [`id`](NaturalKey::id) and its identity digest (what `_nk_identity` stores),
+/// in one pass over its key fields: the one place a typed document's key is derived.
+pub(crate) fn derive_key<T: NaturalKey + ?Sized>(doc: &T) -> Result<(Ulid, [u8; 32]), KeyError> {
+    let digest = key::identity_digest(doc)?;
+    Ok((key::ulid_from(doc.__timestamp_ms()?, &digest), digest))
 }

@@ -291,15 +291,3 @@ pub async fn all_documents(coll: &natural_key::mongodb::Collection<Document>) ->
     all.sort_by_key(|d| d.get("_id").map(ToString::to_string));
     all
 }
-
-/// `e` and every error under it, for a failing test's message: a batch's error names only where
-/// it stopped, its source why.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        s.push_str(&format!(": {cause}"));
-        next = cause.source();
-    }
-    s
-}

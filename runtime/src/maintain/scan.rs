@@ -96,8 +96,7 @@ impl<T: NaturalKey + DeserializeOwned> Derive for Typed<T> {
     fn derive(&self, stored: &RawDocumentBuf) -> Result<Derived<T>, String> {
         let doc: T = bson::from_slice(stored.as_bytes()).map_err(|e| e.to_string())?;
         let derived = (|| {
-            let digest = crate::key::identity_digest(&doc)?;
-            let derived = crate::key::ulid_from(doc.__timestamp_ms()?, &digest);
+            let (derived, digest) = crate::traits::derive_key(&doc)?;
             let hash = doc.content_hash()?;
             Ok::<_, crate::Error>((digest, derived, hash))
         })();
