@@ -16,8 +16,7 @@ pub enum Part {
     /// The storage under FerretDB 2: PostgreSQL's postmaster (its backends follow it); on the
     /// cluster, the coordinator's.
     Storage,
-    /// On the cluster, the first worker's postmaster: half of every sharded collection's shards,
-    /// and one side of each write's two-phase commit.
+    /// On the cluster, the first worker's postmaster: half of every sharded collection's shards.
     Worker,
 }
 
@@ -92,6 +91,28 @@ impl PrivateEngine {
             "scripts/db recover: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// Commits the engine acknowledged although a node failed them: on the cluster, the
+    /// coordinator's `WARNING:  failed to commit transaction on HOST:PORT` lines; 0 elsewhere.
+    ///
+    /// DocumentDB runs a single-shard write on its worker as a `SELECT` of its
+    /// `update_worker`/`delete_worker` function, and Citus commits it there in one phase (a
+    /// COMMIT sent as the coordinator commits). Citus turns a failed COMMIT into an error only for the
+    /// placements it saw modified (`HasModificationFailedForShard`, placement_connection.c),
+    /// which a `SELECT` is not: when the worker dies between the statement and its COMMIT, the
+    /// client is told the write applied, and the worker never committed it (nothing is left
+    /// prepared to recover). An upper bound on such writes: a read's failed COMMIT logs the
+    /// same line.
+    pub fn acknowledged_failed_commits(&self) -> usize {
+        if !self.has_workers() {
+            return 0;
+        }
+        let log = std::path::Path::new(&self.data).join("coord.log");
+        std::fs::read_to_string(&log)
+            .unwrap_or_else(|e| panic!("{}: {e}", log.display()))
+            .matches("failed to commit transaction on")
+            .count()
     }
 
     /// The pid of `part`.
