@@ -65,9 +65,11 @@ pub(crate) struct IngestArgs {
     /// size), and with --prune list how many documents it would delete.
     #[arg(long)]
     dry_run: bool,
-    /// Lines per chunk, written in order: each run of upserts of a chunk in one batch (one
-    /// read, at most one insert and one update), each run of deletions in one.
-    #[arg(long, value_name = "N", default_value_t = 1000)]
+    /// Lines per batch: each batch of a run of upserts costs one read, at most one insert and
+    /// one update (none for an unchanged batch, no read for one the collection has never
+    /// seen), and is prepared while the one before is written; runs of upserts and of
+    /// deletions are written in input order.
+    #[arg(long, value_name = "N", default_value_t = natural_key_runtime::DEFAULT_BATCH_SIZE)]
     batch_size: usize,
     /// Print the summary as one JSON object (and no progress bar).
     #[arg(long)]
@@ -85,6 +87,15 @@ enum Format {
 enum Mode {
     Merge,
     Replace,
+}
+
+impl From<Mode> for WriteMode {
+    fn from(mode: Mode) -> WriteMode {
+        match mode {
+            Mode::Merge => WriteMode::Merge,
+            Mode::Replace => WriteMode::Replace,
+        }
+    }
 }
 
 /// A line that did not become a written document.
@@ -359,9 +370,9 @@ struct Outcome {
     lines: u64,
 }
 
-/// Reads the input on a thread of its own while this task writes it, a chunk of at most
-/// `--batch-size` lines at a time, in order: each run of upserts through one `upsert_many`,
-/// each run of deletions through one `delete_many`.
+/// Reads the input on a thread of its own while this task writes it, in order: each run of
+/// consecutive upserts through one `upsert_stream`, each run of deletions through one
+/// `delete_stream`.
 async fn run(
     args: &IngestArgs,
     spec: KeySpec,
@@ -392,29 +403,40 @@ async fn run(
         std::thread::spawn(move || read(source, &spec, tx, &rejects, &bytes_read, &lines_read))
     };
     let bar = progress_bar(args, size);
-    let mut report = BatchReport::default();
-    let mut stopped = None;
-    let mut checked = 0;
-    let batch = args.batch_size.max(1);
-    while stopped.is_none() {
-        let chunk = next_chunk(&mut rx, batch).await;
-        if chunk.is_empty() {
-            break;
-        }
-        stopped = match args.dry_run {
-            false => write_chunk(&coll, args, chunk, &mut report, &rejects).await,
-            true => {
-                checked += check_chunk(&coll, chunk, &rejects);
-                None
-            }
-        };
+    let show = |r: &BatchReport| {
         if let Some(bar) = &bar {
             bar.set_position(bytes_read.load(Ordering::Relaxed));
             bar.set_message(format!(
                 "{} inserted, {} updated, {} unchanged, {} deleted",
-                report.inserted, report.updated, report.unchanged, report.deleted
+                r.inserted, r.updated, r.unchanged, r.deleted
             ));
         }
+    };
+    let mut report = BatchReport::default();
+    let mut stopped = None;
+    let mut checked = 0;
+    let mut next = None;
+    while stopped.is_none() {
+        let first = match next.take() {
+            Some(p) => p,
+            None => match rx.recv().await {
+                Some(p) => p,
+                None => break,
+            },
+        };
+        let lines = Run {
+            first: Some(first),
+            rx: &mut rx,
+            next: &mut next,
+        };
+        stopped = match args.dry_run {
+            false => write_run(&coll, args, lines, &mut report, &rejects, &show).await,
+            true => {
+                checked += check_run(&coll, lines, &rejects).await;
+                None
+            }
+        };
+        show(&report);
     }
     drop(rx);
     if let Some(bar) = bar {
@@ -463,68 +485,65 @@ fn progress_bar(args: &IngestArgs, size: Option<u64>) -> Option<indicatif::Progr
     Some(bar)
 }
 
-/// Up to `n` parsed lines: as many as arrive, waiting for the first, and for the others at
-/// most a second (a slow producer's lines are written without waiting for a full chunk).
-async fn next_chunk(rx: &mut tokio::sync::mpsc::Receiver<Parsed>, n: usize) -> Vec<Parsed> {
-    let mut chunk = Vec::new();
-    let Some(first) = rx.recv().await else {
-        return chunk;
-    };
-    chunk.push(first);
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
-    while chunk.len() < n {
-        match tokio::time::timeout_at(deadline, rx.recv()).await {
-            Ok(Some(p)) => chunk.push(p),
-            Ok(None) | Err(_) => break,
-        }
-    }
-    chunk
+/// The lines of one run: consecutive lines of one kind (upserts, or deletions) from the
+/// reader's channel. The first line of the other kind is left in `next`, for the next run.
+struct Run<'r> {
+    first: Option<Parsed>,
+    rx: &'r mut tokio::sync::mpsc::Receiver<Parsed>,
+    next: &'r mut Option<Parsed>,
 }
 
-/// Writes one chunk, run by run in input order; its failures become rejects. The line and the
-/// error where a run stopped (the rest of the chunk is not written).
-async fn write_chunk(
-    coll: &SpecCollection,
-    args: &IngestArgs,
-    chunk: Vec<Parsed>,
-    report: &mut BatchReport,
-    rejects: &Mutex<Rejects>,
-) -> Option<(u64, Error)> {
-    let mode = match args.mode {
-        Mode::Merge => WriteMode::Merge,
-        Mode::Replace => WriteMode::Replace,
-    };
-    let mut rest = chunk.into_iter().peekable();
-    while let Some(first) = rest.next() {
-        let delete = first.delete;
-        let mut docs = vec![first.doc];
-        let mut meta = vec![(first.line, first.text)];
-        while let Some(p) = rest.next_if(|p| p.delete == delete) {
-            docs.push(p.doc);
-            meta.push((p.line, p.text));
+/// A run also ends when no line comes for this long, so that a slow producer's lines are
+/// written without waiting for a full batch.
+const IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Run<'_> {
+    fn deletes(&self) -> bool {
+        self.first.as_ref().is_some_and(|p| p.delete)
+    }
+
+    /// The run's next line; `None` at its end. `delete`: the run's kind.
+    async fn next(&mut self, delete: bool) -> Option<Parsed> {
+        let p = match self.first.take() {
+            Some(p) => p,
+            None => tokio::time::timeout(IDLE, self.rx.recv()).await.ok()??,
+        };
+        if p.delete != delete {
+            *self.next = Some(p);
+            return None;
         }
-        let n = docs.len();
-        let result = match delete {
-            false => {
-                let call = coll.upsert_many(docs).mode(mode);
-                call.batch_size(n).retry(RetryPolicy::default()).await
-            }
-            true => {
-                let call = coll.delete_many(docs);
-                call.batch_size(n).retry(RetryPolicy::default()).await
-            }
-        };
-        let (part, stop) = match result {
-            Ok(r) => (r, None),
-            Err(e) => {
-                let line = meta.get(e.settled).map_or(0, |(line, _)| *line);
-                (e.report, Some((line, e.error)))
-            }
-        };
-        add(report, &part);
+        Some(p)
+    }
+}
+
+/// The lines a call has been handed and has not settled, from its input index `base`: each
+/// line's number and text, for a reject. A batch is settled when the call reports progress,
+/// and its lines are let go.
+#[derive(Default)]
+struct Unsettled {
+    base: usize,
+    lines: std::collections::VecDeque<(u64, String)>,
+    /// The call's failures already turned into rejects.
+    seen: usize,
+}
+
+impl Unsettled {
+    fn line(&self, index: usize) -> u64 {
+        let at = index.checked_sub(self.base);
+        at.and_then(|k| self.lines.get(k))
+            .map_or(0, |(line, _)| *line)
+    }
+
+    /// Turns the failures of `r` not seen yet into rejects, and lets go of the lines of the
+    /// batches `r` has settled.
+    fn settle(&mut self, r: &BatchReport, rejects: &Mutex<Rejects>) {
         if let Ok(mut out) = rejects.lock() {
-            for (index, e) in &part.failures {
-                let (line, text) = meta.get(*index).cloned().unwrap_or_default();
+            for (index, e) in r.failures.iter().skip(self.seen) {
+                let at = index.checked_sub(self.base);
+                let (line, text) = at
+                    .and_then(|k| self.lines.get_mut(k))
+                    .map(|(line, text)| (*line, std::mem::take(text)))
+                    .unwrap_or_default();
                 out.add(Reject {
                     line,
                     kind: e.kind(),
@@ -533,18 +552,79 @@ async fn write_chunk(
                 });
             }
         }
-        if stop.is_some() {
-            return stop;
+        self.seen = r.failures.len();
+        let settled = usize::try_from(r.processed()).unwrap_or(usize::MAX);
+        while self.base < settled && self.lines.pop_front().is_some() {
+            self.base += 1;
         }
     }
-    None
 }
 
-/// A dry run's chunk: each document checked as its write would check it, nothing sent. The
-/// number that would be written.
-fn check_chunk(coll: &SpecCollection, chunk: Vec<Parsed>, rejects: &Mutex<Rejects>) -> u64 {
+/// Writes one run through one call of the library — batches of `--batch-size`, each prepared
+/// while the one before is written, and a batch that is all new inserted without a read — and
+/// turns its failures into rejects as each batch settles. The line and the error where it
+/// stopped (nothing after it is written).
+async fn write_run(
+    coll: &SpecCollection,
+    args: &IngestArgs,
+    lines: Run<'_>,
+    total: &mut BatchReport,
+    rejects: &Mutex<Rejects>,
+    show: &(dyn Fn(&BatchReport) + Sync),
+) -> Option<(u64, Error)> {
+    let delete = lines.deletes();
+    let unsettled = Mutex::new(Unsettled::default());
+    let docs = futures_util::stream::unfold(lines, |mut lines| {
+        let unsettled = &unsettled;
+        async move {
+            let p = lines.next(delete).await?;
+            if let Ok(mut u) = unsettled.lock() {
+                u.lines.push_back((p.line, p.text));
+            }
+            Some((p.doc, lines))
+        }
+    });
+    let mut before = BatchReport::default();
+    add(&mut before, total);
+    let progress = |r: &BatchReport| {
+        if let Ok(mut u) = unsettled.lock() {
+            u.settle(r, rejects);
+        }
+        let mut sum = BatchReport::default();
+        add(&mut sum, &before);
+        add(&mut sum, r);
+        show(&sum);
+    };
+    let batch = args.batch_size.max(1);
+    let result = match delete {
+        false => {
+            let call = coll.upsert_stream(docs).mode(args.mode.into());
+            let call = call.batch_size(batch).on_progress(progress);
+            call.retry(RetryPolicy::default()).await
+        }
+        true => {
+            let call = coll.delete_stream(docs).batch_size(batch);
+            let call = call.on_progress(progress);
+            call.retry(RetryPolicy::default()).await
+        }
+    };
+    let (part, stop) = match result {
+        Ok(r) => (r, None),
+        Err(e) => (e.report, Some((e.settled, e.error))),
+    };
+    let mut u = unsettled.lock().unwrap_or_else(|e| e.into_inner());
+    let stop = stop.map(|(settled, error)| (u.line(settled), error));
+    u.settle(&part, rejects);
+    add(total, &part);
+    stop
+}
+
+/// A dry run's run: each line checked as its write would check it, nothing sent. The number
+/// that would be written.
+async fn check_run(coll: &SpecCollection, mut lines: Run<'_>, rejects: &Mutex<Rejects>) -> u64 {
+    let delete = lines.deletes();
     let mut ok = 0;
-    for p in chunk {
+    while let Some(p) = lines.next(delete).await {
         match coll.check(&p.doc) {
             Ok(_) => ok += 1,
             Err(e) => {

@@ -310,80 +310,89 @@ async fn bad_lines_are_refused_alone_into_the_reject_file() {
     ); // 14
     let input = file("bad.ndjson", "");
     std::fs::write(&input, bytes).unwrap();
-    let reject = file("bad-rejects.ndjson", "");
-
-    let out = ingest(
-        name,
-        "posts",
-        &input,
-        &["--json", "--reject", reject.to_str().unwrap()],
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s = summary(&out);
-    assert_eq!(
-        (
-            s["inserted"].as_u64(),
-            s["rejected"].as_u64(),
-            s["lines"].as_u64()
-        ),
-        (Some(2), Some(11), Some(14)),
-        "{s}"
-    );
-    assert_eq!(s["first_rejected"]["line"], 2, "{s}");
-    let mut rejects: Vec<Value> = std::fs::read_to_string(&reject)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    rejects.sort_by_key(|r| r["line"].as_u64());
-    let got: Vec<(u64, &str)> = rejects
-        .iter()
-        .map(|r| (r["line"].as_u64().unwrap(), r["kind"].as_str().unwrap()))
-        .collect();
-    assert_eq!(
-        got,
-        [
-            (2, "input"),
-            (3, "key_fields"),
-            (4, "key_fields"),
-            (5, "invalid_field_name"),
-            (6, "invalid_field_name"),
-            (7, "invalid_field_name"),
-            (8, "input"),
-            (9, "document_too_large"),
-            (10, "input"),
-            (12, "key_fields"),
-            (14, "input"),
-        ]
-    );
-    for r in &rejects {
-        assert!(!r["reason"].as_str().unwrap().is_empty(), "{r}");
-    }
-    assert!(rejects[0]["reason"].as_str().unwrap().contains("not JSON"));
-    assert_eq!(
-        rejects[0]["input"], "{not json",
-        "the line's text, to fix and replay"
-    );
-    assert!(
-        rejects[6]["reason"]
-            .as_str()
+    // In one batch, and in batches of two: a failure the library reports by its index in the
+    // call is placed on its line wherever its batch falls.
+    for (coll, batch) in [("posts", "10000"), ("posts_in_twos", "2")] {
+        let reject = file(&format!("bad-rejects-{batch}.ndjson"), "");
+        let out = ingest(
+            name,
+            coll,
+            &input,
+            &[
+                "--json",
+                "--reject",
+                reject.to_str().unwrap(),
+                "--batch-size",
+                batch,
+            ],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let s = summary(&out);
+        assert_eq!(
+            (
+                s["inserted"].as_u64(),
+                s["rejected"].as_u64(),
+                s["lines"].as_u64()
+            ),
+            (Some(2), Some(11), Some(14)),
+            "{s}"
+        );
+        assert_eq!(s["first_rejected"]["line"], 2, "{s}");
+        let mut rejects: Vec<Value> = std::fs::read_to_string(&reject)
             .unwrap()
-            .contains("recursion limit"),
-        "{}",
-        rejects[6]
-    );
-    assert!(rejects[10]["reason"].as_str().unwrap().contains("UTF-8"));
-    let stored = db
-        .collection::<Document>("posts")
-        .count_documents(doc! {})
-        .await
-        .unwrap();
-    assert_eq!(stored, 2, "the good lines, and nothing of the bad ones");
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        rejects.sort_by_key(|r| r["line"].as_u64());
+        let got: Vec<(u64, &str)> = rejects
+            .iter()
+            .map(|r| (r["line"].as_u64().unwrap(), r["kind"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (2, "input"),
+                (3, "key_fields"),
+                (4, "key_fields"),
+                (5, "invalid_field_name"),
+                (6, "invalid_field_name"),
+                (7, "invalid_field_name"),
+                (8, "input"),
+                (9, "document_too_large"),
+                (10, "input"),
+                (12, "key_fields"),
+                (14, "input"),
+            ]
+        );
+        for r in &rejects {
+            assert!(!r["reason"].as_str().unwrap().is_empty(), "{r}");
+        }
+        assert!(rejects[0]["reason"].as_str().unwrap().contains("not JSON"));
+        assert_eq!(
+            rejects[0]["input"], "{not json",
+            "the line's text, to fix and replay"
+        );
+        assert!(
+            rejects[6]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("recursion limit"),
+            "{}",
+            rejects[6]
+        );
+        assert!(rejects[10]["reason"].as_str().unwrap().contains("UTF-8"));
+        let stored = db
+            .collection::<Document>(coll)
+            .count_documents(doc! {})
+            .await
+            .unwrap();
+        assert_eq!(stored, 2, "the good lines, and nothing of the bad ones");
+    }
 }
 
 /// A run SIGKILLed midway, then run again: every line stored once, the rerun counts what the

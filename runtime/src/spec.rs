@@ -594,9 +594,17 @@ impl SpecCollection {
     where
         I: IntoIterator<Item = RawDocumentBuf>,
     {
+        self.delete_stream(futures_util::stream::iter(docs))
+    }
+
+    /// [`delete_many`](SpecCollection::delete_many) over a `Stream`, in constant memory.
+    pub fn delete_stream<S>(&self, docs: S) -> SpecDelete<'_, S>
+    where
+        S: futures_util::Stream<Item = RawDocumentBuf>,
+    {
         SpecDelete {
             coll: self,
-            docs: futures_util::stream::iter(docs),
+            docs,
             opts: Options::default(),
             session: None,
         }
@@ -639,7 +647,8 @@ impl<'a> IntoFuture for SpecPrune<'a> {
     }
 }
 
-/// Builder returned by [`SpecCollection::delete_many`]; `.await` it.
+/// Builder returned by [`SpecCollection::delete_stream`] and
+/// [`delete_many`](SpecCollection::delete_many); `.await` it.
 #[must_use = "a batch delete does nothing until awaited"]
 pub struct SpecDelete<'a, S> {
     coll: &'a SpecCollection,
