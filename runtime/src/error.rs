@@ -1016,6 +1016,13 @@ const ENGINE_FAILURES: &[&str] = &[
     // engine_faults.rs, events across a worker kill): the prepared transaction commits when
     // Citus recovers it, so the write's outcome is unknown, not refused.
     "could not commit transaction",
+    // A backend of Citus' coordinator SIGKILLed between its local commit and the end of the
+    // commit (its postmaster gone, "postmaster was shut down" while in COMMIT state) PANICs
+    // with "cannot abort transaction N, it was already committed" (xact.c), and the client
+    // gets that line: the transaction committed, and the prepared transactions on the workers
+    // commit when Citus recovers them (tests/engine_faults.rs, events across a coordinator
+    // kill, 1 run in 6). Applied, then; the next read, by the write's token, says so.
+    "it was already committed",
     "connection reset by peer",
     "broken pipe",
 ];
@@ -1286,6 +1293,7 @@ mod tests {
             "failed to deallocate cached statement(s): read tcp 127.0.0.1:54522->127.0.0.1:56579: \
              use of closed network connection",
             "could not commit transaction for shard 102044 on at least one active node",
+            "cannot abort transaction 780, it was already committed",
         ] {
             assert!(outcome_unknown(&command_error(1, m)), "{m}");
             assert!(classify(command_error(1, m)).is_transient(), "{m}");
