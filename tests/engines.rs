@@ -372,6 +372,50 @@ async fn maintenance_on_a_busy_engine_is_exact() {
     assert_eq!(stored_posts(&direct).await, kept);
 }
 
+/// Adopt merges the copies of a document with one set-based delete. On an engine that refuses
+/// commands, and single statements, as busy (Cosmos DB's 16500), that delete is sent again
+/// after the wait, as every other write is: every copy merged, the count exact. (A refused
+/// statement of it was a permanent `WriteFailed`.)
+#[tokio::test]
+async fn adopt_merges_copies_on_a_busy_engine() {
+    let engine = Engine {
+        throttle_command: 0.3,
+        throttle_statements: 0.3,
+        retry_after_ms: 5,
+        at_most: 12,
+        ..Engine::none()
+    };
+    let (direct, db, proxy) = through_engine("adopt_busy", engine, 4).await;
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let docs = corpus(50);
+    // Two copies of each post, as code that sent an insert again with a fresh id leaves them.
+    let copies: Vec<Document> = docs
+        .iter()
+        .flat_map(|p| {
+            let d = doc! { "slug": &p.slug, "published_at": p.published_at, "body": &p.body };
+            [d.clone(), d]
+        })
+        .collect();
+    direct
+        .collection::<Document>("posts")
+        .insert_many(copies)
+        .await
+        .unwrap();
+    let adopted = posts.adopt().await.unwrap();
+    assert_eq!(
+        (adopted.adopted, adopted.merged, adopted.failures.len()),
+        (50, 100, 0),
+        "{adopted:?}"
+    );
+    let stats = proxy.stats();
+    assert!(
+        stats.commands.get("delete").copied().unwrap_or(0) >= 2,
+        "the set-based delete met the busy engine: {stats:?}"
+    );
+    assert!(posts.audit().await.unwrap().is_clean());
+    assert_eq!(stored_posts(&direct).await, docs);
+}
+
 /// Rekey moves a document with an insert, an update and a delete; on a busy engine it waits
 /// out throttles, and a move that met an unknown outcome is finished by running it again
 /// (`ConcurrentChange`, transient), as a move killed anywhere is.

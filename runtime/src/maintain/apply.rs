@@ -8,7 +8,7 @@ use ulid::Ulid;
 use crate::error::Error;
 use crate::names::IDENTITY_FIELD;
 use crate::op::{Command, Refusal, Target};
-use crate::retry::RetryPolicy;
+use crate::retry::{Attempts, RetryPolicy};
 use crate::write::send::{send, Verdict};
 
 /// Sends `items` (documents to insert, or `update`/`delete` statements, each for the document
@@ -124,8 +124,14 @@ const SET_CHUNK: usize = 10_000;
 /// each chunk is one BSON type, sorted, with the range it spans in front (`$gte`/`$lte`,
 /// which every id of the chunk satisfies): documents outside the range are rejected before the
 /// search. Returns how many documents matched (release) or were deleted.
+///
+/// A statement the engine refuses as busy (the command whole, or the statement alone, as
+/// Cosmos DB does) applied nothing and is sent again after the wait the engine names, under
+/// [`RetryPolicy::default`] as [`apply`]'s are. One whose outcome the engine leaves unknown
+/// ends the step with [`Error::ConcurrentChange`]: the next run finds what is stored.
 pub(crate) async fn apply_set(target: &Target, op: SetOp, ids: &[Bson]) -> Result<u64, Error> {
     let mut n = 0;
+    let mut tries = RetryPolicy::default().begin("maintain", &target.namespace);
     for chunk in set_chunks(target, ids) {
         let q = match (target.deployment.scans_every_filter(), &chunk[..]) {
             (true, [lo, .., hi]) if ranged(lo) => {
@@ -135,39 +141,75 @@ pub(crate) async fn apply_set(target: &Target, op: SetOp, ids: &[Bson]) -> Resul
         };
         let mut s = RawDocumentBuf::new();
         s.append("q", fragment(&q)?);
-        let reply = match op {
+        let kind = match op {
             SetOp::Delete => {
                 s.append("limit", 0);
-                crate::op::write::run(target, Command::Delete, &[&s], None).await
+                Command::Delete
             }
             SetOp::Release => {
                 let u = bson::doc! {"$unset": {IDENTITY_FIELD: ""}};
                 s.append("u", fragment(&u)?);
                 s.append("multi", true);
-                crate::op::write::run(target, Command::Update, &[&s], None).await
+                Command::Update
             }
-        }
-        .map_err(crate::error::classify)?;
-        // These documents have no derived id to name: the message names the first of them.
-        let failure = |code: i32, message: &str| Error::WriteFailed {
-            collection: target.namespace.clone(),
-            id: Ulid::nil(),
-            code,
-            message: format!(
-                "{message} (a {op:?} of {} documents from _id {})",
-                chunk.len(),
-                crate::stored::id_text(&chunk[0])
-            ),
         };
-        if let Some(w) = &reply.write_concern_error {
-            return Err(failure(w.code, &w.errmsg));
-        }
-        if let Some(e) = reply.write_errors.first() {
-            return Err(failure(e.code, &e.errmsg));
-        }
-        n += u64::try_from(reply.n).unwrap_or(0);
+        n += send_set(target, kind, &s, &chunk, &mut tries).await?;
     }
     Ok(n)
+}
+
+/// One set-based statement on `chunk`, sent again while the engine refuses it as busy: how
+/// many documents it matched or deleted.
+async fn send_set(
+    target: &Target,
+    kind: Command,
+    statement: &RawDocumentBuf,
+    chunk: &[Bson],
+    tries: &mut Attempts,
+) -> Result<u64, Error> {
+    // These documents have no derived id to name: the message names the first of them.
+    let first = crate::stored::id_text(&chunk[0]);
+    let failure = |code: i32, message: &str| Error::WriteFailed {
+        collection: target.namespace.clone(),
+        id: Ulid::nil(),
+        code,
+        message: format!(
+            "{message} (a {kind:?} of {} documents from _id {first})",
+            chunk.len()
+        ),
+    };
+    let mut streak = 0;
+    loop {
+        let sent = crate::op::write::run(target, kind, &[statement], None).await;
+        let busy = match sent.map_err(crate::error::classify) {
+            Err(e @ Error::Throttled { .. }) => e,
+            Err(e) => return Err(e),
+            Ok(reply) => {
+                if let Some(w) = &reply.write_concern_error {
+                    return Err(failure(w.code, &w.errmsg));
+                }
+                let Some(e) = reply.write_errors.first() else {
+                    return Ok(u64::try_from(reply.n).unwrap_or(0));
+                };
+                match e.refusal() {
+                    Refusal::Throttled { code, message } => Error::Throttled {
+                        collection: target.namespace.clone(),
+                        code,
+                        message,
+                    },
+                    Refusal::Unknown { .. } => {
+                        return Err(Error::ConcurrentChange {
+                            collection: target.namespace.clone(),
+                            id: first,
+                        })
+                    }
+                    _ => return Err(failure(e.code, &e.errmsg)),
+                }
+            }
+        };
+        streak += 1;
+        tries.resend(busy, streak).await?;
+    }
 }
 
 /// Ids whose type orders by bytes the same way on every engine (ObjectId, string) and so can
