@@ -158,8 +158,8 @@ pub(crate) async fn apply_set(target: &Target, op: SetOp, ids: &[Bson]) -> Resul
     Ok(n)
 }
 
-/// One set-based statement on `chunk`, sent again while the engine refuses it as busy: how
-/// many documents it matched or deleted.
+/// One set-based statement on `chunk` through the write engine's send loop, which sends it
+/// again while the engine refuses it as busy: how many documents it matched or deleted.
 async fn send_set(
     target: &Target,
     kind: Command,
@@ -169,46 +169,40 @@ async fn send_set(
 ) -> Result<u64, Error> {
     // These documents have no derived id to name: the message names the first of them.
     let first = crate::stored::id_text(&chunk[0]);
-    let failure = |code: i32, message: &str| Error::WriteFailed {
-        collection: target.namespace.clone(),
-        id: Ulid::nil(),
-        code,
-        message: format!(
-            "{message} (a {kind:?} of {} documents from _id {first})",
-            chunk.len()
-        ),
+    let failed = |e: Error| match e {
+        Error::WriteFailed { code, message, .. } => Error::WriteFailed {
+            collection: target.namespace.clone(),
+            id: Ulid::nil(),
+            code,
+            message: format!(
+                "{message} (a {kind:?} of {} documents from _id {first})",
+                chunk.len()
+            ),
+        },
+        e => e,
     };
-    let mut streak = 0;
-    loop {
-        let sent = crate::op::write::run(target, kind, &[statement], None).await;
-        let busy = match sent.map_err(crate::error::classify) {
-            Err(e @ Error::Throttled { .. }) => e,
-            Err(e) => return Err(e),
-            Ok(reply) => {
-                if let Some(w) = &reply.write_concern_error {
-                    return Err(failure(w.code, &w.errmsg));
-                }
-                let Some(e) = reply.write_errors.first() else {
-                    return Ok(u64::try_from(reply.n).unwrap_or(0));
-                };
-                match e.refusal() {
-                    Refusal::Throttled { code, message } => Error::Throttled {
-                        collection: target.namespace.clone(),
-                        code,
-                        message,
-                    },
-                    Refusal::Unknown { .. } => {
-                        return Err(Error::ConcurrentChange {
-                            collection: target.namespace.clone(),
-                            id: first,
-                        })
-                    }
-                    _ => return Err(failure(e.code, &e.errmsg)),
-                }
-            }
-        };
-        streak += 1;
-        tries.resend(busy, streak).await?;
+    // As `settle` does for a statement of one document: what a refusal means, and an outcome
+    // the engine leaves unknown is a change the next run finds.
+    let refused = |r: Option<Refusal>| {
+        let permanent = r.and_then(|r| r.permanent(target, Ulid::nil()));
+        failed(permanent.unwrap_or_else(|| Error::ConcurrentChange {
+            collection: target.namespace.clone(),
+            id: first.clone(),
+        }))
+    };
+    let mut verdict = None;
+    let id = |_| Ulid::nil();
+    let settle = |_: &[usize], v| verdict = Some(v);
+    let sent = send(target, kind, &[statement], false, id, tries, None, settle).await;
+    sent.map_err(&failed)?;
+    match verdict {
+        Some(Verdict::Replied { refusals, n }) => match refusals.into_iter().next().flatten() {
+            None => Ok(u64::try_from(n).unwrap_or(0)),
+            Some(r) => Err(refused(Some(r))),
+        },
+        Some(Verdict::Refused(r)) => Err(refused(Some(r))),
+        Some(Verdict::Unplaced(rs)) => Err(refused(rs.into_iter().next())),
+        Some(Verdict::Unknown) | None => Err(refused(None)),
     }
 }
 
