@@ -330,12 +330,15 @@ fn assert_lost_by_the_engine_only(rig: &Rig, call: &str, redone: u64) {
 }
 
 /// `call` (which reports its progress to the watch it is given) run across the kills aimed at a
-/// call of `n` documents: its result, which must be `Ok`, the kills that landed, its seconds.
+/// call of `n` documents: its result, which must be `Ok`, once every kill has landed mid-call.
+/// Prints its `KILLS` line, `summary` saying what the call reported.
 async fn killed_call<R, E, F>(
     rig: &Rig,
+    name: &str,
     n: usize,
     call: impl FnOnce(Arc<Watch>) -> F,
-) -> (R, Vec<Killed>, f64)
+    summary: impl FnOnce(&R) -> String,
+) -> R
 where
     E: std::error::Error,
     F: std::future::Future<Output = Result<R, E>>,
@@ -347,7 +350,9 @@ where
     watch.end();
     let kills = killer.await.unwrap();
     let r = r.unwrap_or_else(|e| panic!("after {kills:?}: {}", natural_key::ErrorChain(&e)));
-    (r, kills, secs)
+    report(name, n, &kills, secs, rig, summary(&r));
+    assert_eq!(kills.len() as u64, KILLS, "every kill landed mid-call");
+    r
 }
 
 /// Half of the posts stored before, 1% of those edited, the other half new: one
@@ -367,27 +372,26 @@ async fn an_upsert_many_survives_three_kills_of_the_engine() {
         edited += 1;
     }
     let posts = Collection::<Post>::open(&rig.via, "posts").await.unwrap();
-    let (r, kills, secs) = killed_call(&rig, n, |seen| {
-        posts
-            .upsert_many(&docs)
-            .batch_size(250)
-            .retry(RetryPolicy::default())
-            .on_progress(move |r| seen.reached(r.processed()))
-            .into_future()
-    })
-    .await;
-    report(
+    let r = killed_call(
+        &rig,
         "upsert_many",
         n,
-        &kills,
-        secs,
-        &rig,
-        format!(
-            "inserted={} updated={} unchanged={}",
-            r.inserted, r.updated, r.unchanged
-        ),
-    );
-    assert_eq!(kills.len() as u64, KILLS, "every kill landed mid-call");
+        |seen| {
+            posts
+                .upsert_many(&docs)
+                .batch_size(250)
+                .retry(RetryPolicy::default())
+                .on_progress(move |r| seen.reached(r.processed()))
+                .into_future()
+        },
+        |r| {
+            format!(
+                "inserted={} updated={} unchanged={}",
+                r.inserted, r.updated, r.unchanged
+            )
+        },
+    )
+    .await;
     assert_eq!(
         (r.inserted, r.updated, r.unchanged, r.failures.len()),
         ((n - n / 2) as u64, edited, (n / 2) as u64 - edited, 0),
@@ -419,27 +423,26 @@ async fn a_delete_many_survives_three_kills_of_the_engine() {
         .unwrap();
     before.upsert_many(&stored).await.unwrap();
     let posts = Collection::<Post>::open(&rig.via, "posts").await.unwrap();
-    let (r, kills, secs) = killed_call(&rig, n, |seen| {
-        posts
-            .delete_many(&docs)
-            .batch_size(250)
-            .retry(RetryPolicy::default())
-            .on_progress(move |r| seen.reached(r.processed()))
-            .into_future()
-    })
-    .await;
-    report(
+    let r = killed_call(
+        &rig,
         "delete_many",
         n,
-        &kills,
-        secs,
-        &rig,
-        format!(
-            "deleted={} gone={} not_found={}",
-            r.deleted, r.gone, r.not_found
-        ),
-    );
-    assert_eq!(kills.len() as u64, KILLS, "every kill landed mid-call");
+        |seen| {
+            posts
+                .delete_many(&docs)
+                .batch_size(250)
+                .retry(RetryPolicy::default())
+                .on_progress(move |r| seen.reached(r.processed()))
+                .into_future()
+        },
+        |r| {
+            format!(
+                "deleted={} gone={} not_found={}",
+                r.deleted, r.gone, r.not_found
+            )
+        },
+    )
+    .await;
     assert_eq!(
         (r.deleted + r.gone, r.not_found, r.failures.len()),
         (stored.len() as u64, (n - stored.len()) as u64, 0),
@@ -504,27 +507,26 @@ async fn an_insert_many_of_events_survives_three_kills_of_the_engine() {
         })
         .collect();
     let clicks = Collection::<Click>::open(&rig.via, "clicks").await.unwrap();
-    let (r, kills, secs) = killed_call(&rig, n, |seen| {
-        clicks
-            .insert_many(&events)
-            .batch_size(250)
-            .retry(RetryPolicy::default())
-            .on_progress(move |r| seen.reached(r.processed()))
-            .into_future()
-    })
-    .await;
-    report(
+    let r = killed_call(
+        &rig,
         "insert_many",
         n,
-        &kills,
-        secs,
-        &rig,
-        format!(
-            "inserted={} already_applied={}",
-            r.inserted, r.already_applied
-        ),
-    );
-    assert_eq!(kills.len() as u64, KILLS, "every kill landed mid-call");
+        |seen| {
+            clicks
+                .insert_many(&events)
+                .batch_size(250)
+                .retry(RetryPolicy::default())
+                .on_progress(move |r| seen.reached(r.processed()))
+                .into_future()
+        },
+        |r| {
+            format!(
+                "inserted={} already_applied={}",
+                r.inserted, r.already_applied
+            )
+        },
+    )
+    .await;
     assert_eq!(
         (r.inserted, r.already_applied, r.failures.len()),
         (n as u64, 0, 0),
