@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""The runtime's layering, checked (docs/architecture.md):
+"""The layering of the runtime and the CLI, checked (docs/architecture.md):
 
-1. no import cycle among runtime modules: no file reaches, through `crate::`/`super::` paths
-   outside its tests (doc comments excluded: a link is
+1. no import cycle among the modules of one crate (runtime/src, cli/src): no file reaches,
+   through `crate::`/`super::` paths outside its tests (doc comments excluded: a link is
    navigation, not a dependency), a file that reaches it back, directly or around a
    loop. A path through the crate root (`crate::Error`) counts as reaching the file that
-   lib.rs re-exports it from; a module's own `mod`/`use child::` lines do not count.
-2. no library function over MAX_LINES lines outside tests (runtime/src, derive/src, src).
+   the root (lib.rs, main.rs) re-exports it from. A module's other paths to its own children
+   (`use child::X`, `child::f()`) count too, as main.rs calling the module that calls it back
+   is a cycle; its `mod` lines and its re-exports (`pub use child::...`) do not.
+2. no function over MAX_LINES lines outside tests (runtime/src, derive/src, src, cli/src).
 
 usage: scripts/architecture.py [--graph]   (exit 1 and a list of what is wrong)
 """
@@ -16,8 +18,9 @@ import sys
 
 MAX_LINES = 80
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-RUNTIME = ROOT / "runtime" / "src"
-LIBRARY = [RUNTIME, ROOT / "derive" / "src", ROOT / "src"]
+# The crates whose modules are layered: a name for the messages, and the source folder.
+LAYERED = [("runtime", ROOT / "runtime" / "src"), ("cli", ROOT / "cli" / "src")]
+SIZED = [ROOT / "runtime" / "src", ROOT / "derive" / "src", ROOT / "src", ROOT / "cli" / "src"]
 
 
 def strip_tests(text):
@@ -46,20 +49,19 @@ def strip_tests(text):
     return "".join(out)
 
 
-def module_of(path):
-    rel = path.relative_to(RUNTIME).with_suffix("")
-    parts = list(rel.parts)
-    if parts[-1] in ("lib", "mod"):
+def module_of(path, src):
+    parts = list(path.relative_to(src).with_suffix("").parts)
+    if parts[-1] == "mod" or parts in (["lib"], ["main"]):
         parts = parts[:-1]
     return tuple(parts)
 
 
-def files():
-    return {module_of(p): p for p in sorted(RUNTIME.rglob("*.rs"))}
+def files(src):
+    return {module_of(p, src): p for p in sorted(src.rglob("*.rs"))}
 
 
 def root_reexports(text):
-    """Name -> module for lib.rs's `pub use module::...` lines."""
+    """Name -> module for the crate root's `pub use module::...` lines."""
     names = {}
     for m in re.finditer(r"pub use ([a-z_:]+)::\{([^}]*)\}", text):
         for name in re.split(r"[,\s]+", m.group(2)):
@@ -91,6 +93,19 @@ def paths(text):
                     yield head + [p for p in part.split("::") if p and p != "self"]
 
 
+REEXPORT = re.compile(r"\bpub(?:\([^)]*\))?\s+use\b[^;]*;")
+CHILD = re.compile(r"(?<![\w:])(?:self::)?([a-z_]\w*)::")
+
+
+def children(text, here, modules):
+    """The children of `here` that its code names by a path of their own; a re-export is the
+    crate's face, not a dependency."""
+    for m in CHILD.finditer(REEXPORT.sub("", text)):
+        child = here + (m.group(1),)
+        if child in modules:
+            yield child
+
+
 def resolve(path, here, modules, reexports):
     if path[0] == "super":
         base = list(here[:-1])
@@ -108,8 +123,8 @@ def resolve(path, here, modules, reexports):
     return ()
 
 
-def graph():
-    modules = files()
+def graph(src):
+    modules = files(src)
     reexports = root_reexports(modules[()].read_text())
     edges = {}
     for mod, path in modules.items():
@@ -119,6 +134,7 @@ def graph():
             to = resolve(p, mod, modules, reexports)
             if to != mod:
                 targets.add(to)
+        targets.update(children(text, mod, modules))
         edges[mod] = targets
     return edges
 
@@ -162,7 +178,7 @@ FN = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsa
 
 def long_functions():
     found = []
-    for d in LIBRARY:
+    for d in SIZED:
         for p in sorted(d.rglob("*.rs")):
             lines = strip_tests(p.read_text()).splitlines()
             i = 0
@@ -190,24 +206,27 @@ def name(mod):
 
 
 def main():
-    edges = graph()
-    if "--graph" in sys.argv:
-        for mod in sorted(edges):
-            print(f"{name(mod)} -> {', '.join(sorted(name(t) for t in edges[mod]))}")
-    bad = 0
-    for comp in cycles(edges):
-        bad += 1
-        members = set(comp)
-        detail = "; ".join(
-            f"{name(a)} -> {name(b)}" for a in comp for b in sorted(edges[a]) if b in members
-        )
-        print(f"import cycle: {', '.join(name(m) for m in comp)} ({detail})")
+    bad, counts = 0, []
+    for crate, src in LAYERED:
+        edges = graph(src)
+        counts.append(f"{len(edges)} {crate} modules")
+        if "--graph" in sys.argv:
+            print(f"# {crate} ({src.relative_to(ROOT)})")
+            for mod in sorted(edges):
+                print(f"{name(mod)} -> {', '.join(sorted(name(t) for t in edges[mod]))}")
+        for comp in cycles(edges):
+            bad += 1
+            members = set(comp)
+            detail = "; ".join(
+                f"{name(a)} -> {name(b)}" for a in comp for b in sorted(edges[a]) if b in members
+            )
+            print(f"import cycle in {crate}: {', '.join(name(m) for m in comp)} ({detail})")
     for n, where in sorted(long_functions(), reverse=True):
         bad += 1
         print(f"{n} lines (over {MAX_LINES}): {where}")
     if bad:
         sys.exit(1)
-    print(f"architecture: {len(edges)} runtime modules, no import cycle, no function over {MAX_LINES} lines")
+    print(f"architecture: {' and '.join(counts)}, no import cycle, no function over {MAX_LINES} lines")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,289 @@
+//! The command line as clap reads it: every subcommand, flag and their --help text (the doc
+//! comments below are that text), and the key spec and scheme the flags make.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use natural_key_runtime::spec::{KeyField, KeySpec, TimestampForm};
+use natural_key_runtime::{KeyValue, Scheme, WriteMode};
+
+use crate::values::{
+    leak, parse_allow, parse_key_field, parse_key_value, parse_timestamp_field, Kind,
+};
+
+const ALLOW_HELP: &str = "Findings tolerated before the exit status turns 1: a comma-separated \
+list (or the flag repeated) of FINDING or FINDING=N. FINDING is unreadable, legacy, id-drift, \
+duplicates-identical, duplicates-differing, or duplicates (both duplicate kinds); FINDING alone \
+allows any number of it, FINDING=N at most N (documents; for duplicates, identities). Findings \
+not named are allowed 0. Example: --allow legacy,duplicates-identical=5. Hash drift is never \
+counted: it is not checked without the Rust type.";
+
+/// Ids from natural keys, audits of stored collections, and idempotent ingest of files
+/// (docs/id-scheme.md).
+///
+/// Exit status: 0 success (for audit: no finding beyond --allow; for ingest: every line
+/// stored or unchanged), 1 audit findings beyond --allow or ingest lines refused, 2 a usage,
+/// input or connection error, or an ingest stopped by the server (one line on stderr).
+#[derive(Parser)]
+#[command(name = "natural-key", version)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Print the id (or, with --identity, the identity) that typed key values derive.
+    ///
+    /// Keys are TYPE:VALUE, in the type's declaration order: str:TEXT, int:DECIMAL,
+    /// bool:true|false, bytes:HEX, uuid:8-4-4-4-12 (hyphenated), objectid:24HEX, none.
+    /// Values are hashed as given: type a `#[key(lowercase)]` key in lowercase.
+    ///
+    /// Example: natural-key id --ts 2023-11-14T22:13:20Z str:hello-world str:en
+    Id(IdArgs),
+    /// Audit a stored collection against a key spec: legacy documents, duplicates, id drift.
+    ///
+    /// Reads every document once (nothing is written) and derives each one's id and identity
+    /// from its fields by --key and --timestamp, as `#[derive(NaturalKey)]` would. Hash drift
+    /// needs the Rust type and is reported as not checked.
+    ///
+    /// Example: natural-key audit --uri mongodb://localhost/ --db blog --collection posts
+    /// --key slug:str --key lang:str:lowercase --timestamp published_at
+    Audit(AuditArgs),
+    /// Upsert documents from a file (or stdin) by their natural key: derived ids, unchanged
+    /// documents cost no write, a changed timestamp key is refused, reruns are free.
+    ///
+    /// NDJSON (one JSON object per line; Extended JSON such as {"$date": ...} for the types
+    /// JSON lacks) or CSV/TSV with a header. Lines that cannot be written are refused one by
+    /// one, with their line number and reason, into --reject; the rest is written.
+    ///
+    /// Example: natural-key ingest posts.ndjson --db blog --collection posts --key slug:str
+    /// --key lang:str:lowercase --timestamp published_at --reject rejects.ndjson
+    Ingest(IngestArgs),
+}
+
+/// Where the collection is: the connection string from --uri or MONGODB_URI.
+#[derive(Args)]
+pub(crate) struct ConnectArgs {
+    /// The connection string (with retryWrites=false where the engine needs it). Default: the
+    /// MONGODB_URI environment variable, which keeps a password out of the process list and
+    /// the shell's history.
+    #[arg(long, env = "MONGODB_URI", hide_env_values = true)]
+    pub(crate) uri: String,
+    /// The database.
+    #[arg(long)]
+    pub(crate) db: String,
+    /// The collection.
+    #[arg(long)]
+    pub(crate) collection: String,
+    /// Seconds to wait for the server (server selection and connecting).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub(crate) timeout: u64,
+}
+
+/// The natural key of the stored documents, as `#[derive(NaturalKey)]` declares it.
+#[derive(Args)]
+pub(crate) struct SpecArgs {
+    /// An identity key field, NAME:TYPE[:OPTION]... in declaration order. TYPE: str, int,
+    /// bool, bytes, uuid, objectid. OPTION: lowercase, nfc (str only, as #[key(lowercase)],
+    /// #[key(nfc)]), optional (an Option field: absent or null is None). The type and options
+    /// are read from the right, so NAME may hold ':'.
+    #[arg(long = "key", required = true, value_name = "NAME:TYPE[:OPTION]", value_parser = parse_key_field)]
+    pub(crate) keys: Vec<KeyField>,
+    /// The timestamp key field, NAME[:FORM]. FORM: ms (int32/int64 Unix ms), date (BSON
+    /// date), rfc3339 (text, as chrono and jiff store it), systemtime ({secs_since_epoch,
+    /// nanos_since_epoch}), or any (default: each by its BSON type).
+    #[arg(long, value_name = "NAME[:FORM]", value_parser = parse_timestamp_field)]
+    pub(crate) timestamp: (String, TimestampForm),
+    #[command(flatten)]
+    pub(crate) scheme: SchemeArgs,
+    /// A `#[natural_key(skip_hash)]` field: left out of the content hash (and, in an audit,
+    /// when telling identical duplicates from differing ones).
+    #[arg(long, value_name = "FIELD")]
+    pub(crate) skip_hash: Vec<String>,
+}
+
+impl SpecArgs {
+    pub(crate) fn spec(&self) -> Result<KeySpec, String> {
+        let scheme = self.scheme.scheme()?;
+        let (ts_name, form) = self.timestamp.clone();
+        let mut names: Vec<&str> = self.keys.iter().map(KeyField::name).collect();
+        names.push(&ts_name);
+        for (i, n) in names.iter().enumerate() {
+            if names[..i].contains(n) {
+                return Err(format!("field `{n}` is named twice in --key/--timestamp"));
+            }
+        }
+        let mut spec = KeySpec::new(scheme, leak(ts_name.clone())).timestamp_form(form);
+        for k in &self.keys {
+            spec = spec.key(k.clone());
+        }
+        for f in &self.skip_hash {
+            spec = spec.skip_hash(leak(f.clone()));
+        }
+        Ok(spec)
+    }
+}
+
+#[derive(Args)]
+pub(crate) struct SchemeArgs {
+    /// The id scheme (`#[natural_key(scheme = ...)]`).
+    #[arg(long, value_enum, default_value_t = SchemeName::Default)]
+    pub(crate) scheme: SchemeName,
+    /// The default scheme's namespace (`#[natural_key(namespace = ...)]`); empty when absent.
+    #[arg(long, conflicts_with = "separator")]
+    pub(crate) namespace: Option<String>,
+    /// The joined scheme's separator (`#[natural_key(separator = ...)]`); ":" when absent.
+    #[arg(long)]
+    pub(crate) separator: Option<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SchemeName {
+    /// Scheme v1: typed, length-prefixed keys after a namespace.
+    Default,
+    /// The seed recipe: SHA-256 over the keys' text joined by a separator.
+    Joined,
+}
+
+impl SchemeArgs {
+    pub(crate) fn scheme(&self) -> Result<Scheme, String> {
+        match self.scheme {
+            SchemeName::Default => {
+                if self.separator.is_some() {
+                    return Err(
+                        "--separator belongs to the joined scheme: add --scheme joined, \
+                                or leave it out"
+                            .into(),
+                    );
+                }
+                Ok(Scheme::Default {
+                    namespace: leak(self.namespace.clone().unwrap_or_default()),
+                })
+            }
+            SchemeName::Joined => {
+                if self.namespace.is_some() {
+                    return Err("the joined scheme has no namespace (it reproduces \
+                                sha256(a + \":\" + b) byte for byte): leave --namespace out"
+                        .into());
+                }
+                // No NUL check: an argument cannot hold one.
+                let separator = self.separator.clone().unwrap_or_else(|| ":".into());
+                Ok(Scheme::Joined {
+                    separator: leak(separator),
+                })
+            }
+        }
+    }
+}
+
+#[derive(Args)]
+pub(crate) struct IdArgs {
+    #[command(flatten)]
+    pub(crate) scheme: SchemeArgs,
+    /// The timestamp key: Unix milliseconds, or RFC 3339 (floored to the millisecond).
+    #[arg(
+        long,
+        value_name = "MS|RFC3339",
+        required_unless_present = "identity",
+        allow_hyphen_values = true
+    )]
+    pub(crate) ts: Option<String>,
+    /// Print the identity (what `_nk_identity` stores, 64 hex digits) instead of the id; it
+    /// does not depend on the timestamp.
+    #[arg(long)]
+    pub(crate) identity: bool,
+    /// The identity key values, in declaration order.
+    #[arg(required = true, value_name = "TYPE:VALUE", value_parser = parse_key_value)]
+    pub(crate) keys: Vec<KeyValue<'static>>,
+}
+
+#[derive(Args)]
+pub(crate) struct AuditArgs {
+    #[command(flatten)]
+    pub(crate) connect: ConnectArgs,
+    #[command(flatten)]
+    pub(crate) spec: SpecArgs,
+    #[arg(long, value_name = "FINDING[=N],...", value_delimiter = ',', value_parser = parse_allow, long_help = ALLOW_HELP, help = "Findings tolerated before the exit status turns 1 (see --help)")]
+    pub(crate) allow: Vec<(Kind, Option<u64>)>,
+    /// Print the report as one JSON object instead of a table (and no progress bar).
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// How many `_id`s to show per finding.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) sample: usize,
+}
+
+#[derive(Args)]
+pub(crate) struct IngestArgs {
+    /// The input: a file, or - (the default) for stdin.
+    #[arg(value_name = "FILE", default_value = "-")]
+    pub(crate) input: PathBuf,
+    #[command(flatten)]
+    pub(crate) connect: ConnectArgs,
+    #[command(flatten)]
+    pub(crate) spec: SpecArgs,
+    /// The input's format: ndjson (one JSON object per line, Extended JSON for the types JSON
+    /// lacks), csv or tsv (a header line of field names, then one document per line). By
+    /// default, from the file's extension (.csv, .tsv), else ndjson.
+    #[arg(long, value_enum)]
+    pub(crate) format: Option<Format>,
+    /// merge: set the document's fields, keep the stored fields it lacks; replace: the stored
+    /// document becomes the line's.
+    #[arg(long, value_enum, default_value_t = Mode::Merge)]
+    pub(crate) mode: Mode,
+    /// Write every refused line here as one JSON object (NDJSON: line, kind, reason, input),
+    /// a dead-letter file to fix and ingest again.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) reject: Option<PathBuf>,
+    /// Lines that are deletions: those whose FIELD is true (or "true"), or equals VALUE
+    /// (compared as text), as change-data-capture streams mark them (Debezium's `__deleted`,
+    /// `op=d`). Such a line deletes the document its keys derive, if it is stored; FIELD is
+    /// never stored, on any line.
+    #[arg(long, value_name = "FIELD[=VALUE]")]
+    pub(crate) delete_when: Option<String>,
+    /// The input is the whole source: once every line is written, delete the collection's
+    /// natural-key documents whose key no line holds (never a document natural-key did not
+    /// write). Skipped when any line was refused; refused beyond --max-prune-fraction.
+    #[arg(long)]
+    pub(crate) prune: bool,
+    /// The largest fraction of the stored natural-key documents --prune deletes; beyond it,
+    /// nothing is deleted and the run fails (is the input the whole source?).
+    #[arg(long, value_name = "F", default_value_t = natural_key_runtime::DEFAULT_MAX_PRUNE_FRACTION, requires = "prune")]
+    pub(crate) max_prune_fraction: f64,
+    /// Write nothing: read and check every line as the write would (keys, field names,
+    /// size), and with --prune list how many documents it would delete.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Lines per batch: each batch of a run of upserts costs one read, at most one insert and
+    /// one update (none for an unchanged batch, no read for one the collection has never
+    /// seen), and is prepared while the one before is written; runs of upserts and of
+    /// deletions are written in input order.
+    #[arg(long, value_name = "N", default_value_t = natural_key_runtime::DEFAULT_BATCH_SIZE)]
+    pub(crate) batch_size: usize,
+    /// Print the summary as one JSON object (and no progress bar).
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    Ndjson,
+    Csv,
+    Tsv,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Mode {
+    Merge,
+    Replace,
+}
+
+impl From<Mode> for WriteMode {
+    fn from(mode: Mode) -> WriteMode {
+        match mode {
+            Mode::Merge => WriteMode::Merge,
+            Mode::Replace => WriteMode::Replace,
+        }
+    }
+}
