@@ -3,7 +3,7 @@
 //! duplicate, no lost document, every call `Ok` — and a control with the naive pattern (a fresh
 //! random `_id` per attempt) shows the duplicates this guards against.
 //!
-//! Every write goes through the proxy; the checks read FerretDB directly. Each test prints one
+//! Every write goes through the proxy; the checks read the engine directly. Each test prints one
 //! summary line (`CONVERGENCE ...` / `CONTROL ...`) with the measured figures that
 //! docs/reliability.md reports. Size: `NK_CONVERGENCE_DOCS` (default 300); the fault-kind and
 //! restart tests use a quarter of it. Proxy seed: `NK_CONVERGENCE_SEED`.

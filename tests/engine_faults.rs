@@ -1,4 +1,4 @@
-//! The engine itself fails (issue #36): SIGKILLed in the middle of a call — the front
+//! The engine itself fails: SIGKILLed in the middle of a call — the front
 //! (FerretDB) and, on FerretDB 2 / DocumentDB, PostgreSQL under it — and started again on the
 //! same data dir and address while the call is still retrying; or silent (SIGSTOP: its
 //! connections open, nothing answered), for good or for a while. Each engine is the test's own
@@ -22,7 +22,7 @@
 //! `NK_KILL_OPS` relative operations (default 300). Each test prints one `KILLS` line.
 //!
 //! ```text
-//! NK_KILL_DOCS=10000 NK_KILL_OPS=1000 cargo test --release --test engine_kills -- --nocapture
+//! NK_KILL_DOCS=10000 NK_KILL_OPS=1000 cargo test --release --test engine_faults -- --nocapture
 //! ```
 
 mod support;

@@ -507,9 +507,8 @@ async fn without_a_policy_every_throttle_is_transient() {
 /// `getMore` and write is sent again where it failed, and the call finishes exact. First the
 /// engine refuses the re-ingest's first read eight times in a row (fewer than the policy's ten
 /// attempts, which bound one command's throttles in a row); then a fifth of its reads and a
-/// fifth of its writes. It ended after about 2 s with a transient error and no write: a
-/// throttled read restarted the whole batch, and every restart spent one of the batch's ten
-/// attempts. Size `NK_THROTTLE_DOCS` (default 20,000; the figure in docs/reliability.md is
+/// fifth of its writes. A throttled read is sent again where it failed, not from the batch's
+/// start, so a batch's attempts are not spent on its restarts. Size `NK_THROTTLE_DOCS` (default 20,000; the figure in docs/reliability.md is
 /// 100,000).
 #[tokio::test]
 async fn a_large_reingest_on_a_throttled_engine_converges_with_the_default_policy() {

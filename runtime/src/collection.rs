@@ -11,7 +11,8 @@ use serde::de::DeserializeOwned;
 use ulid::Ulid;
 
 use crate::deployment::Deployment;
-use crate::error::{classify, index_over_duplicates, Error, DUPLICATE_KEY_CODE, INTERNAL_ERROR};
+use crate::error::Error;
+use crate::op::answer::{classify, index_over_duplicates, DUPLICATE_KEY_CODE, INTERNAL_ERROR};
 use crate::names::{IDEMPOTENCY_FIELD, IDENTITY_FIELD};
 use crate::op::{self, IndexInfo, Placement, Target};
 use crate::stored::struct_fields;

@@ -34,7 +34,8 @@ pub use collection::{Collection, OpenCollection};
 pub use content::{canonical_hash, ContentHash, ParseContentHashError};
 pub use delete::{Delete, DeleteMany, DeleteStream};
 pub use deployment::{Deployment, Engine, Limits};
-pub use error::{classify, Error, ErrorChain, FieldNameProblem, KeyError};
+pub use error::{Error, ErrorChain, FieldNameProblem, KeyError};
+pub use op::answer::classify;
 pub use key::{
     compute_id, compute_identity, KeyPart, KeyTimestamp, KeyValue, Scheme, MAX_TIMESTAMP_MS,
 };

@@ -23,7 +23,8 @@ use super::scan::{field, id_is, inspect, Read, Seen, State};
 use super::{DEFAULT_SAMPLE, SCAN_BATCH};
 use crate::collection::Collection;
 use crate::content::ContentHash;
-use crate::error::{classify, Error};
+use crate::error::Error;
+use crate::op::answer::classify;
 use crate::names::{
     HASH_FIELD, IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, RECORD_FIELDS, RESERVED_PREFIX,
 };

@@ -6,7 +6,8 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::{encode, parse, Session, Target};
-use crate::error::{classify, overloaded, server_code, throttle, Error, CURSOR_NOT_FOUND};
+use crate::error::Error;
+use super::answer::{classify, overloaded, server_code, throttle, CURSOR_NOT_FOUND};
 use crate::names::{HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
 use crate::retry::Attempts;
 
@@ -252,7 +253,7 @@ pub(crate) async fn is_empty(
 /// refuses an explicit one before anything is sent; there the read goes without (the driver
 /// attaches none either).
 ///
-/// A command the engine refuses as busy (`error::THROTTLE_CODES`) is sent again where it
+/// A command the engine refuses as busy (`op::answer::THROTTLE_CODES`) is sent again where it
 /// failed — the same `find`, the same `getMore` on its cursor — after the wait it names, within
 /// `tries` ([`Attempts::resend`]): the read goes on, and a large one finishes on an engine
 /// that refuses some of its commands. A cursor the engine drops (CursorNotFound) is read

@@ -7,7 +7,8 @@ use serde::Deserialize;
 
 use super::{encode, parse, primary};
 use crate::deployment::{Deployment, Engine, Limits};
-use crate::error::{classify, server_code, Error};
+use crate::error::Error;
+use super::answer::{classify, server_code};
 
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct Hello {

@@ -5,7 +5,8 @@ use serde::Deserialize;
 
 use super::find::cursor;
 use super::{encode, Target};
-use crate::error::{classify, server_code, Error};
+use crate::error::Error;
+use super::answer::{classify, server_code};
 
 /// An existing index, as `listIndexes` describes it.
 #[derive(Debug, Clone, Deserialize)]

@@ -7,6 +7,7 @@
 //! configured with: a lagging secondary would show an old hash and turn an edit into a lost
 //! `Unchanged`.
 
+pub(crate) mod answer;
 mod find;
 mod hello;
 mod indexes;

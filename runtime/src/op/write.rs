@@ -11,10 +11,8 @@ use ulid::Ulid;
 
 use super::{parse, Session, Target};
 use crate::deployment::Limits;
-use crate::error::{
-    classify, refused_as_busy, server_code, shard_key_missing, storage_failed, Error,
-    DUPLICATE_KEY_CODE, UNKNOWN_OUTCOME_CODES,
-};
+use crate::error::Error;
+use super::answer::{classify, refused_as_busy, server_code, shard_key_missing, storage_failed, DUPLICATE_KEY_CODE, UNKNOWN_OUTCOME_CODES};
 use crate::names::{OUR_FIELDS, OUR_INDEXES};
 use crate::raw::{Embedded, ToEmbedded, Value};
 
@@ -62,12 +60,12 @@ pub(crate) enum Refusal {
     /// A duplicate the engine did not attribute to an index (FerretDB 1.x names none): taken
     /// as ours until a read shows that nothing of ours was in the way (see `upsert`).
     Unnamed { message: String },
-    /// The engine is busy and did not apply the statement (`error::THROTTLE_CODES`): the send
+    /// The engine is busy and did not apply the statement (`op::answer::THROTTLE_CODES`): the send
     /// loop sends it again after the wait.
     Throttled { code: i32, message: String },
     /// The engine cannot tell whether it applied the statement
-    /// (`error::UNKNOWN_OUTCOME_CODES`, or its storage failed under it:
-    /// `error::storage_failed`): the next read decides, as after a lost reply.
+    /// (`op::answer::UNKNOWN_OUTCOME_CODES`, or its storage failed under it:
+    /// `op::answer::storage_failed`): the next read decides, as after a lost reply.
     Unknown { code: i32, message: String },
     /// Anything else the server refused (a value the engine cannot store, validation, ...).
     Other { code: i32, message: String },

@@ -4,7 +4,7 @@
 //! send through here; what a verdict means for their documents is theirs to decide.
 //!
 //! Throttling lands here too, once. A command the engine refuses whole because it is busy
-//! (`error::THROTTLE_CODES`: Cosmos DB's 16500), and the statements of a command that it refused
+//! (`op::answer::THROTTLE_CODES`: Cosmos DB's 16500), and the statements of a command that it refused
 //! so while applying the others, are sent again — only those — after the wait the engine
 //! names, within the call's retry policy; the writers never
 //! see them (a throttled statement was not applied). A command whose outcome the engine cannot
@@ -12,7 +12,9 @@
 
 use ulid::Ulid;
 
-use crate::error::{self, outcome_unknown, Error};
+use crate::error::Error;
+use crate::op::answer;
+use crate::op::answer::outcome_unknown;
 use crate::op::write::{command_refusal, WriteReply};
 use crate::op::{self, Command, Refusal, Session, Target};
 use crate::raw::ToEmbedded;
@@ -32,7 +34,7 @@ pub(crate) enum Verdict {
     },
     /// The reply's errors name statements the command did not hold: none can be placed.
     Unplaced(Vec<Refusal>),
-    /// The engine cannot tell whether it applied the command (`error::outcome_unknown`):
+    /// The engine cannot tell whether it applied the command (`op::answer::outcome_unknown`):
     /// any of its statements may have been.
     Unknown,
 }
@@ -78,7 +80,7 @@ pub(crate) async fn send<D: ToEmbedded>(
                     reply.write_concern(target, id(carried[0]))?;
                     place(reply, part.len())
                 }
-                Err(e) => match error::throttle(&target.namespace, &e, false) {
+                Err(e) => match answer::throttle(&target.namespace, &e, false) {
                     Some(busy) => {
                         throttle = Some(busy);
                         again.extend_from_slice(carried);
