@@ -1,5 +1,6 @@
 #![doc = include_str!("../docs/crate.md")]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use natural_key_derive::{NaturalKey, RandomId};
 pub use natural_key_runtime::*;

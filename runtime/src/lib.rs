@@ -3,6 +3,7 @@
 //! crate together with the derives; this crate exists so the proc-macro crate stays a thin
 //! parser and everything that defines behaviour lives here, once.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod action;
 mod change;
