@@ -1,6 +1,6 @@
 //! What a relative update is made of: its operation's identity ([`OpId`]) and its change
 //! ([`Change`], paths as data: [`FieldPath`]). The builder is `action::Apply`; the write is
-//! `write::apply`'s.
+//! `write::relative`'s.
 
 use bson::{Bson, Document};
 use ulid::Ulid;

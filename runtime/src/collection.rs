@@ -1,24 +1,21 @@
 //! The handle: a collection opened once — indexes ensured, deployment known, settings fixed —
 //! through which every write and guard read goes.
 
-use std::future::{Future, IntoFuture};
-use std::marker::PhantomData;
-use std::pin::Pin;
+use std::sync::Arc;
 
-use bson::{doc, Bson, Document, RawDocumentBuf};
-use mongodb::Database;
+use bson::{doc, Bson, Document, RawDocument, RawDocumentBuf};
 use serde::de::DeserializeOwned;
 use ulid::Ulid;
 
 use crate::deployment::Deployment;
 use crate::error::Error;
-use crate::op::answer::{classify, index_over_duplicates, DUPLICATE_KEY_CODE, INTERNAL_ERROR};
+use crate::keyspec::KeySpec;
 use crate::names::{IDEMPOTENCY_FIELD, IDENTITY_FIELD};
+use crate::op::answer::{classify, index_over_duplicates, DUPLICATE_KEY_CODE, INTERNAL_ERROR};
 use crate::op::{self, IndexInfo, Placement, Target};
 use crate::stored::struct_fields;
 use crate::traits::{IndexSpec, Indexes, NaturalKey};
-
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+use crate::write::keyed::{prepare_raw, On};
 
 /// A collection of `T` documents, opened for natural-key writes.
 ///
@@ -59,24 +56,6 @@ impl<T: Send + Sync> Clone for Collection<T> {
 }
 
 impl<T: Send + Sync> Collection<T> {
-    /// Opens `db.name`; configure with [`OpenCollection`]'s methods, then `.await`.
-    pub fn open(db: &Database, name: &str) -> OpenCollection<T> {
-        Self::new(db.collection(name))
-    }
-
-    /// Opens a driver collection, keeping its settings (write concern; its read preference
-    /// applies to your own reads through [`inner`](Collection::inner), never to the guard's).
-    // Named after what it takes; the builder it returns awaits into `Self`.
-    #[allow(clippy::new_ret_no_self)]
-    pub fn new(coll: mongodb::Collection<T>) -> OpenCollection<T> {
-        OpenCollection {
-            coll,
-            deployment: None,
-            sharded: None,
-            _t: PhantomData,
-        }
-    }
-
     /// The driver collection, for everything natural-key does not do.
     pub fn inner(&self) -> &mongodb::Collection<T> {
         &self.inner
@@ -133,88 +112,112 @@ impl<T: NaturalKey + DeserializeOwned + Send + Sync> Collection<T> {
             .map(|d| crate::stored::Prepared::of(d, &self.target))
             .collect::<Result<Vec<_>, _>>()?;
         let items: Vec<_> = prepared.iter().collect();
-        crate::write::upsert::first_ingest_commands(&self.target, self.fields, &items)
+        crate::write::guard::first_ingest_commands(&self.target, self.fields, &items)
     }
 }
 
-/// Builder returned by [`Collection::open`] and [`Collection::new`]; `.await` it.
-#[must_use = "opening does nothing until awaited"]
-pub struct OpenCollection<T: Send + Sync> {
-    coll: mongodb::Collection<T>,
-    deployment: Option<Deployment>,
-    sharded: Option<bool>,
-    _t: PhantomData<fn() -> T>,
-}
-
-impl<T: Send + Sync> OpenCollection<T> {
-    /// Uses a deployment already detected (say, by another handle on the same client:
-    /// `other.deployment().clone()`) instead of asking the server again.
-    pub fn deployment(mut self, deployment: Deployment) -> Self {
-        self.deployment = Some(deployment);
-        self
-    }
-
-    /// Declares the collection sharded or partitioned on `_nk_identity`: every write filter
-    /// then carries it besides `_id`, so that each write goes to the one shard that holds the
-    /// document. By default the handle finds out by itself: connected to a mongos (`hello`
-    /// says `isdbgrid`), or where the engine's query plans show the collection distributed on
-    /// `_nk_identity` (DocumentDB on Citus, which FerretDB presents as one server). Set it for
-    /// Azure Cosmos DB partitioned collections, which a connection cannot detect.
-    ///
-    /// Whatever is declared, `open` refuses a collection that the engine's plans show sharded
-    /// on another key ([`Error::ShardKeyUnsupported`]): the engine would enforce natural-key's
-    /// unique indexes only within one shard-key value.
-    ///
-    /// ```no_run
-    /// # use natural_key::prelude::*;
-    /// # #[derive(NaturalKey, Serialize, Deserialize)]
-    /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64 }
-    /// # async fn f(db: natural_key::mongodb::Database) -> Result<(), natural_key::Error> {
-    /// // An Azure Cosmos DB collection partitioned on `/_nk_identity`.
-    /// let posts = natural_key::Collection::<Post>::open(&db, "posts").sharded(true).await?;
-    /// assert!(posts.is_sharded());
-    /// # Ok(()) }
-    /// ```
-    pub fn sharded(mut self, sharded: bool) -> Self {
-        self.sharded = Some(sharded);
-        self
-    }
-}
-
-impl<T> IntoFuture for OpenCollection<T>
-where
-    T: Indexes + DeserializeOwned + Send + Sync + 'static,
-{
-    type Output = Result<Collection<T>, Error>;
-    type IntoFuture = BoxFuture<'static, Self::Output>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        Box::pin(async move {
-            let coll = self.coll;
-            let target = open_target(
-                coll.client(),
-                coll.namespace(),
-                coll.write_concern(),
-                self.deployment,
-                self.sharded,
-                &T::index_models(),
-            )
-            .await?;
-            let fields = struct_fields::<T>();
-            if fields.is_none() {
-                tracing::warn!(
-                    collection = %target.namespace,
-                    "`{}` does not deserialize as a plain struct (serde flatten?): upserts in \
-                     Merge mode cannot unset its fields that a value leaves out",
-                    std::any::type_name::<T>()
-                );
-            }
-            Ok(Collection {
-                inner: coll,
-                target,
-                fields,
-            })
+impl<T: Indexes + DeserializeOwned + Send + Sync> Collection<T> {
+    /// Opens `coll` (see [`OpenCollection`](crate::OpenCollection)): its target, and the type's
+    /// stored field names.
+    pub(crate) async fn opened(
+        coll: mongodb::Collection<T>,
+        deployment: Option<Deployment>,
+        sharded: Option<bool>,
+    ) -> Result<Self, Error> {
+        let target = open_target(
+            coll.client(),
+            coll.namespace(),
+            coll.write_concern(),
+            deployment,
+            sharded,
+            &T::index_models(),
+        )
+        .await?;
+        let fields = struct_fields::<T>();
+        if fields.is_none() {
+            tracing::warn!(
+                collection = %target.namespace,
+                "`{}` does not deserialize as a plain struct (serde flatten?): upserts in \
+                 Merge mode cannot unset its fields that a value leaves out",
+                std::any::type_name::<T>()
+            );
+        }
+        Ok(Collection {
+            inner: coll,
+            target,
+            fields,
         })
+    }
+}
+
+impl<T: NaturalKey + Send + Sync> Collection<T> {
+    /// What every write of this handle's documents is given.
+    pub(crate) fn on(&self) -> On<'_, T> {
+        On {
+            target: &self.target,
+            spec: &(),
+            fields: self.fields,
+        }
+    }
+}
+
+/// A collection opened for guarded upserts of documents without a Rust type, each described by
+/// a [`KeySpec`]: the same ids, identities, content hashes, fork guard and outcomes as a
+/// [`Collection`] of a type with those keys (docs/id-scheme.md, "A document without a Rust
+/// type"), through the same builders. The `natural-key ingest` command writes through it.
+#[derive(Debug, Clone)]
+pub struct SpecCollection {
+    spec: Arc<KeySpec>,
+    pub(crate) target: Target,
+}
+
+impl SpecCollection {
+    /// Opens `coll` for documents `spec` describes (see
+    /// [`OpenSpecCollection`](crate::spec::OpenSpecCollection)).
+    pub(crate) async fn opened(
+        spec: KeySpec,
+        coll: mongodb::Collection<bson::Document>,
+        sharded: Option<bool>,
+    ) -> Result<Self, Error> {
+        let target = open_target(
+            coll.client(),
+            coll.namespace(),
+            coll.write_concern(),
+            None,
+            sharded,
+            &[crate::traits::identity_index()],
+        )
+        .await?;
+        Ok(SpecCollection {
+            spec: Arc::new(spec),
+            target,
+        })
+    }
+
+    /// The spec the documents are written under.
+    pub fn spec(&self) -> &KeySpec {
+        &self.spec
+    }
+
+    /// Whether write filters carry `_nk_identity` (the collection is sharded or partitioned).
+    pub fn is_sharded(&self) -> bool {
+        self.target.sharded
+    }
+
+    /// Everything an upsert of `doc` checks before sending anything — its key fields, its
+    /// field names, its size against the engine's limit — without sending anything: the id it
+    /// would be stored under, or the error its write would fail with.
+    pub fn check(&self, doc: &RawDocument) -> Result<Ulid, Error> {
+        prepare_raw(doc, &self.spec, &self.target).map(|p| p.id)
+    }
+
+    /// What every write of this handle's documents is given.
+    pub(crate) fn on(&self) -> On<'_, RawDocumentBuf> {
+        On {
+            target: &self.target,
+            spec: &self.spec,
+            fields: None,
+        }
     }
 }
 

@@ -573,7 +573,6 @@ impl Error {
         )
     }
 
-
     /// The `key` of an [`Error::UniqueIndexViolation`] whose engine named the index but not
     /// the duplicated value (FerretDB 2 on DocumentDB says only "Duplicate key violation on the
     /// requested collection: Index 'email_1'"): the document's own value of that index.
@@ -798,4 +797,3 @@ mod tests {
         assert!(!Error::from(KeyError::Missing { field: "f" }).is_transient());
     }
 }
-

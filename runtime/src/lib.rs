@@ -9,10 +9,10 @@ mod action;
 mod change;
 mod collection;
 mod content;
-mod delete;
 mod deployment;
 mod error;
 mod key;
+mod keyspec;
 mod maintain;
 pub mod metrics;
 mod names;
@@ -23,32 +23,33 @@ mod retry;
 mod rfc3339;
 mod sha;
 mod sizing;
-pub mod spec;
 mod stored;
 mod traits;
 mod upsertable;
 mod write;
 
-pub use action::{Apply, Insert, InsertMany, InsertStream, Upsert, UpsertMany, UpsertStream};
+pub use action::{
+    Adopt, Apply, Audit, Delete, DeleteMany, DeleteStream, Insert, InsertMany, InsertStream,
+    OpenCollection, Prune, Rekey, Upsert, UpsertMany, UpsertStream,
+};
 pub use change::{Change, FieldPath, OpId, DEFAULT_RETAINED_OPERATIONS};
-pub use collection::{Collection, OpenCollection};
+pub use collection::Collection;
 pub use content::{canonical_hash, ContentHash, ParseContentHashError};
-pub use delete::{Delete, DeleteMany, DeleteStream};
 pub use deployment::{Deployment, Engine, Limits};
 pub use error::{Error, ErrorChain, FieldNameProblem, KeyError};
-pub use op::answer::classify;
 pub use key::{
     compute_id, compute_identity, KeyPart, KeyTimestamp, KeyValue, Scheme, MAX_TIMESTAMP_MS,
 };
-pub use maintain::adopt::{Adopt, AdoptReport, Candidate};
-pub use maintain::audit::{Audit, AuditReport, Finding};
-pub use maintain::prune::{Prune, PruneReport, SyncReport, DEFAULT_MAX_PRUNE_FRACTION};
-pub use maintain::rekey::{Rekey, RekeyOutcome};
+pub use maintain::adoption::{AdoptReport, Candidate};
+pub use maintain::findings::{AuditReport, Finding};
+pub use maintain::pruning::{PruneReport, SyncReport, DEFAULT_MAX_PRUNE_FRACTION};
+pub use maintain::rekeying::RekeyOutcome;
 pub use maintain::DEFAULT_SAMPLE;
 pub use names::{
     HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, OPS_FIELD,
     OPS_PRUNED_TO_FIELD, RESERVED_PREFIX, WRITE_FIELD,
 };
+pub use op::answer::classify;
 pub use outcome::{
     ApplyOutcome, BatchError, BatchReport, DeleteOutcome, InsertOutcome, UpsertOutcome,
 };
@@ -56,7 +57,31 @@ pub use retry::{RetryPolicy, DEFAULT_ATTEMPT_TIMEOUT};
 pub use traits::{NaturalKey, RandomId};
 pub use upsertable::{UpsertBuilder, Upsertable, WriteOutcome};
 pub use write::batch::{DEFAULT_BATCH_SIZE, MAX_BATCH_BYTES};
+pub use write::keyed::Keyed;
 pub use write::mode::WriteMode;
+
+/// Natural keys described at run time, for documents without a Rust type at hand (the
+/// `natural-key` command line): a [`KeySpec`](spec::KeySpec) says which stored BSON fields
+/// are the identity keys and which is the timestamp, derives what `#[derive(NaturalKey)]`
+/// derives from the same fields, and opens a [`SpecCollection`](spec::SpecCollection), whose
+/// writes are a typed collection's builders over BSON documents.
+///
+/// Its items live here, not at the crate root, as most programs never need them:
+///
+/// ```
+/// use natural_key::spec::{KeyField, KeyKind, KeySpec};
+/// use natural_key::Scheme;
+/// let spec = KeySpec::new(Scheme::Default { namespace: "" }, "published_at")
+///     .key(KeyField::new("slug", KeyKind::Str));
+/// # let _ = spec;
+/// ```
+pub mod spec {
+    pub use crate::action::{OpenSpecCollection, SpecAudit, SpecDelete, SpecPrune, SpecUpsert};
+    pub use crate::collection::SpecCollection;
+    pub use crate::error::SpecError;
+    pub use crate::keyspec::{KeyField, KeyKind, KeySpec, TimestampForm, UnknownName};
+    pub use crate::rfc3339::{rfc3339_millis, Rfc3339Error};
+}
 
 pub use bson;
 pub use mongodb;

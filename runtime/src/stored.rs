@@ -4,12 +4,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use bson::{RawDocument, RawDocumentBuf};
+use bson::{doc, RawDocument, RawDocumentBuf};
 use ulid::Ulid;
 
 use crate::content::{canonical_hash, ContentHash};
 use crate::error::{Error, FieldNameProblem};
 use crate::names::{HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, RESERVED_PREFIX, WRITE_FIELD};
+use crate::op::command::delete_one;
 use crate::op::Target;
 use crate::traits::{NaturalKey, RandomId};
 
@@ -392,6 +393,31 @@ pub(crate) fn struct_fields<T: serde::de::DeserializeOwned>() -> Option<&'static
     let mut probe = Probe(None);
     let _ = T::deserialize(&mut probe);
     probe.0
+}
+
+/// A delete by key, derived before anything is sent: the id, the identity, the statement.
+#[derive(Debug)]
+pub(crate) struct PreparedDelete {
+    pub(crate) id: Ulid,
+    pub(crate) id_text: String,
+    pub(crate) identity: String,
+    /// `{q: {_id, _nk_identity}, limit: 1}`: the identity is the shard key natural-key asks
+    /// for, so on a sharded collection the statement goes to one shard.
+    pub(crate) statement: RawDocumentBuf,
+}
+
+impl PreparedDelete {
+    pub(crate) fn new(id: Ulid, identity: ContentHash) -> Result<Self, Error> {
+        let id_text = id.to_string();
+        let identity = identity.to_string();
+        let statement = delete_one(doc! { "_id": &id_text, IDENTITY_FIELD: &identity })?;
+        Ok(PreparedDelete {
+            id,
+            id_text,
+            identity,
+            statement,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -9,12 +9,12 @@
 //! Each step is a [`scan`] (what is stored, against what it derives) and an [`apply`] (its
 //! writes, through the write engine's send loop).
 
-pub(crate) mod adopt;
-pub(crate) mod apply;
-pub(crate) mod audit;
-pub(crate) mod prune;
-pub(crate) mod rekey;
+pub(crate) mod adoption;
+pub(crate) mod findings;
+pub(crate) mod pruning;
+pub(crate) mod rekeying;
 pub(crate) mod scan;
+pub(crate) mod statements;
 
 /// Documents per round trip of a scan: the "O(1) round trips per 10,000 documents".
 pub(crate) const SCAN_BATCH: usize = 10_000;

@@ -9,6 +9,7 @@ use serde::de::DeserializeOwned;
 use ulid::Ulid;
 
 use crate::content::ContentHash;
+use crate::keyspec::KeySpec;
 use crate::names::{HASH_FIELD, IDENTITY_FIELD};
 use crate::stored::same_content;
 use crate::traits::NaturalKey;
@@ -112,6 +113,27 @@ impl<T: NaturalKey + DeserializeOwned> Derive for Typed<T> {
     fn hash_current(&self, d: &Derived<T>, stored_hash: &str) -> bool {
         let v1 = || d.doc.__content_hash_v1().map(|h| h.to_string());
         same_content(stored_hash, &d.hash.to_string(), v1)
+    }
+}
+
+/// A document described at run time: its hash is not compared (it has no type whose hash
+/// could have drifted), so [`AuditReport::hash_checked`](crate::AuditReport::hash_checked) is false.
+impl Derive for KeySpec {
+    type Doc = ();
+    const CHECKS_HASH: bool = false;
+
+    fn derive(&self, stored: &RawDocumentBuf) -> Result<Derived<()>, String> {
+        let (id, identity) = KeySpec::derive(self, stored).map_err(|e| e.to_string())?;
+        Ok(Derived {
+            doc: (),
+            identity: identity.0,
+            derived: id,
+            hash: self.content_hash(stored).map_err(|e| e.to_string())?,
+        })
+    }
+
+    fn hash_current(&self, _: &Derived<()>, _: &str) -> bool {
+        true
     }
 }
 

@@ -555,5 +555,4 @@ mod tests {
         let other = classify(command_error(50856066, "$size needs a number"));
         assert_eq!(other.kind(), "database");
     }
-
 }

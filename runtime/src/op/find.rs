@@ -5,9 +5,9 @@ use mongodb::error::ErrorKind;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
+use super::answer::{classify, overloaded, server_code, throttle, CURSOR_NOT_FOUND};
 use super::{encode, parse, Session, Target};
 use crate::error::Error;
-use super::answer::{classify, overloaded, server_code, throttle, CURSOR_NOT_FOUND};
 use crate::names::{HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
 use crate::retry::Attempts;
 

@@ -5,10 +5,10 @@ use bson::doc;
 use mongodb::{Client, Database};
 use serde::Deserialize;
 
+use super::answer::{classify, server_code};
 use super::{encode, parse, primary};
 use crate::deployment::{Deployment, Engine, Limits};
 use crate::error::Error;
-use super::answer::{classify, server_code};
 
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct Hello {

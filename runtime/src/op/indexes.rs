@@ -3,10 +3,10 @@
 use bson::{doc, Bson, Document};
 use serde::Deserialize;
 
+use super::answer::{classify, server_code};
 use super::find::cursor;
 use super::{encode, Target};
 use crate::error::Error;
-use super::answer::{classify, server_code};
 
 /// An existing index, as `listIndexes` describes it.
 #[derive(Debug, Clone, Deserialize)]

@@ -8,18 +8,18 @@
 //! `Unchanged`.
 
 pub(crate) mod answer;
+pub(crate) mod command;
 mod find;
 mod hello;
 mod indexes;
 mod shard;
-pub(crate) mod write;
 
+pub(crate) use command::{chunks, Command, Refusal};
 pub(crate) use find::{find, find_identities, is_empty, Scan, StoredEvent, StoredIdentity};
 #[cfg(test)]
 pub(crate) use hello::Hello;
 pub(crate) use indexes::{create_index, list_indexes, IndexInfo};
 pub(crate) use shard::{placement, Placement};
-pub(crate) use write::{chunks, Command, Refusal};
 
 use bson::{Document, RawDocumentBuf};
 use mongodb::action::Action;
@@ -72,6 +72,24 @@ impl Target {
             )),
             deployment,
         }
+    }
+
+    /// The target of a read-only scan of `db.name` (no write concern): the deployment as the
+    /// server describes it.
+    pub(crate) async fn detect(
+        client: &mongodb::Client,
+        db: &str,
+        name: String,
+    ) -> Result<Target, crate::error::Error> {
+        let deployment = Deployment::detect(client).await?;
+        let sharded = deployment.is_sharded();
+        Ok(Target::new(
+            client.database(db),
+            name,
+            None,
+            deployment,
+            sharded,
+        ))
     }
 
     /// The attempts of a read that has no retry policy of its own: a throttle ends it as

@@ -11,9 +11,9 @@
 
 use bson::{doc, Bson, Document};
 
+use super::answer::classify;
 use super::{encode, Target};
 use crate::error::Error;
-use super::answer::classify;
 
 /// How a collection's documents are placed, as far as the engine's plans tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::metrics;
 use crate::outcome::{BatchError, BatchReport, Counted};
 use crate::retry::{Attempts, RetryPolicy};
-use crate::stored::{Prepared, PreparedEvent};
+use crate::stored::{Prepared, PreparedDelete, PreparedEvent};
 
 /// Default number of documents per batch. Large, because every batch costs a read and on
 /// engines without secondary-index reads (FerretDB 1.x) each read scans the collection; memory
@@ -54,6 +54,8 @@ pub(crate) struct Item<P, D> {
 
 /// What batching needs to know of a prepared document.
 pub(crate) trait Unit {
+    /// The document's id, for a single write's span.
+    fn id(&self) -> ulid::Ulid;
     fn bytes(&self) -> usize;
     /// Two documents with one identity never share a batch, so a batch means the same as
     /// writing its documents one after another.
@@ -61,6 +63,9 @@ pub(crate) trait Unit {
 }
 
 impl Unit for Prepared {
+    fn id(&self) -> ulid::Ulid {
+        self.id
+    }
     fn bytes(&self) -> usize {
         self.body.as_bytes().len()
     }
@@ -70,11 +75,26 @@ impl Unit for Prepared {
 }
 
 impl Unit for PreparedEvent {
+    fn id(&self) -> ulid::Ulid {
+        self.id
+    }
     fn bytes(&self) -> usize {
         self.body.as_bytes().len()
     }
     fn identity(&self) -> Option<&str> {
         None
+    }
+}
+
+impl Unit for PreparedDelete {
+    fn id(&self) -> ulid::Ulid {
+        self.id
+    }
+    fn bytes(&self) -> usize {
+        self.statement.as_bytes().len()
+    }
+    fn identity(&self) -> Option<&str> {
+        Some(&self.identity)
     }
 }
 

@@ -10,12 +10,13 @@
 //!   fallback, the refusal of an index the engine did not name); [`mode`]: how a changed
 //!   document is written.
 
-pub(crate) mod apply;
 pub(crate) mod batch;
+pub(crate) mod by_key;
 pub(crate) mod decide;
-pub(crate) mod delete;
-pub(crate) mod insert;
+pub(crate) mod events;
+pub(crate) mod guard;
+pub(crate) mod keyed;
 pub(crate) mod mode;
+pub(crate) mod relative;
 pub(crate) mod rounds;
 pub(crate) mod send;
-pub(crate) mod upsert;

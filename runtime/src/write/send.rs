@@ -15,7 +15,7 @@ use ulid::Ulid;
 use crate::error::Error;
 use crate::op::answer;
 use crate::op::answer::outcome_unknown;
-use crate::op::write::{command_refusal, WriteReply};
+use crate::op::command::{command_refusal, WriteReply};
 use crate::op::{self, Command, Refusal, Session, Target};
 use crate::raw::ToEmbedded;
 use crate::retry::Attempts;
@@ -74,7 +74,7 @@ pub(crate) async fn send<D: ToEmbedded>(
         for range in kind.cut(limits, one_by_one, sizes) {
             let carried = &queue[range];
             let part: Vec<&D> = carried.iter().map(|&k| &items[k]).collect();
-            let reply = op::write::run(target, kind, &part, session.as_deref_mut()).await;
+            let reply = op::command::run(target, kind, &part, session.as_deref_mut()).await;
             let verdict = match reply {
                 Ok(reply) => {
                     reply.write_concern(target, id(carried[0]))?;
@@ -162,7 +162,7 @@ fn place(reply: WriteReply, len: usize) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::op::write::WriteErrorEntry;
+    use crate::op::command::WriteErrorEntry;
 
     fn error(index: usize, code: i32) -> WriteErrorEntry {
         WriteErrorEntry {

@@ -23,25 +23,24 @@ use bson::{Bson, RawBson, RawDocumentBuf};
 use ulid::Ulid;
 
 use std::borrow::Borrow;
-use std::marker::PhantomData;
 
 use mongodb::ClientSession;
 
 use super::batch::{Item, Outcomes, Writer};
 use super::decide::{decide, Action, Sent, Stored};
+use super::keyed::{Keyed, On};
 use super::mode::WriteMode;
 use super::rounds::{or_contention, unnamed_violation, MAX_ROUNDS};
 use super::send::{send, Verdict};
 use crate::error::Error;
-use crate::op::answer::classify;
 use crate::names::{HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
+use crate::op::answer::classify;
 use crate::op::{self, Command, Refusal, Session, StoredIdentity, Target};
 use crate::outcome::UpsertOutcome;
 use crate::raw::{self, Embedded, ToEmbedded, Value};
 use crate::retry::Attempts;
 use crate::sizing::Shape;
 use crate::stored::{name_problem, Prepared};
-use crate::traits::NaturalKey;
 
 /// A call's first batch of at least this many documents asks first whether the collection is
 /// empty, and if so starts with its insert instead of reading its identities. The question is
@@ -69,62 +68,37 @@ async fn starts_with_insert(
     })
 }
 
-/// What the guard asks of a document beyond its [`Prepared`] form, and only when it needs it.
-pub(crate) trait Guarded {
-    /// Its key values as text, for a fork's error.
-    fn describe(&self) -> String;
-    /// Another content hash that counts as this content (docs/id-scheme.md): a v2 type's v1
-    /// hash ("Upgrading from v1"); a document without a Rust type, its encoding under the v2
-    /// prefix ("A document without a Rust type").
-    fn other_hash(&self) -> Option<String>;
-}
-
-impl<T: NaturalKey> Guarded for T {
-    fn describe(&self) -> String {
-        self.key_description()
-    }
-    fn other_hash(&self) -> Option<String> {
-        self.__content_hash_v1().map(|h| h.to_string())
-    }
-}
-
 /// The batch runner's writer for upserts: the guard, with the call's mode and session, and
 /// what it learns from one batch for the next.
-pub(crate) struct GuardedWriter<'a, T> {
-    target: &'a Target,
+pub(crate) struct GuardedWriter<'a, T: Keyed> {
+    on: On<'a, T>,
     mode: WriteMode,
-    /// The type's stored field names (see `stored::struct_fields`).
-    fields: Option<&'static [&'static str]>,
     session: Option<&'a mut ClientSession>,
     /// Whether the previous batch was all new (`None`: this is the first).
     all_new: Option<bool>,
     /// The current batch's token and what its attempts sent.
     ledger: Option<Ledger>,
-    _doc: PhantomData<fn(&T)>,
 }
 
-impl<'a, T> GuardedWriter<'a, T> {
+impl<'a, T: Keyed> GuardedWriter<'a, T> {
     pub(crate) fn new(
-        target: &'a Target,
+        on: On<'a, T>,
         mode: WriteMode,
-        fields: Option<&'static [&'static str]>,
         session: Option<&'a mut ClientSession>,
     ) -> Self {
         GuardedWriter {
-            target,
+            on,
             mode,
-            fields,
             session,
             all_new: None,
             ledger: None,
-            _doc: PhantomData,
         }
     }
 }
 
 impl<T, D> Writer<D> for GuardedWriter<'_, T>
 where
-    T: Guarded + Send + Sync,
+    T: Keyed,
     D: Borrow<T> + Send + Sync,
 {
     type Prepared = Prepared;
@@ -136,19 +110,20 @@ where
         tries: &mut Attempts,
     ) -> Result<Outcomes<UpsertOutcome>, Error> {
         let first_attempt = !tries.is_retry();
-        let describe = |i: usize| batch[i].doc.borrow().describe();
-        let other_hash = |i: usize| batch[i].doc.borrow().other_hash();
+        let spec = self.on.spec;
+        let describe = |i: usize| batch[i].doc.borrow().describe(spec);
+        let other_hash = |i: usize| batch[i].doc.borrow().other_hash(spec);
         let call = UpsertCall {
-            target: self.target,
+            target: self.on.target,
             mode: self.mode,
-            fields: self.fields,
+            fields: self.on.fields,
             describe: &describe,
             other_hash: &other_hash,
         };
         let items: Vec<&Prepared> = batch.iter().map(|i| &i.prepared).collect();
         let session = self.session.as_deref_mut();
         let insert_first = starts_with_insert(
-            self.target,
+            self.on.target,
             self.all_new,
             items.len(),
             first_attempt,
@@ -179,7 +154,7 @@ pub(crate) struct UpsertCall<'a> {
     pub(crate) fields: Option<&'static [&'static str]>,
     /// Describes document `i`'s key, for a fork error (built only when needed).
     pub(crate) describe: &'a (dyn Fn(usize) -> String + Sync),
-    /// Document `i`'s other accepted content hash ([`Guarded::other_hash`], computed only when
+    /// Document `i`'s other accepted content hash (`Prepare::other_hash`, computed only when
     /// needed).
     pub(crate) other_hash: &'a (dyn Fn(usize) -> Option<String> + Sync),
 }
@@ -373,7 +348,8 @@ pub(crate) fn first_ingest_commands(
     let sizes = inserts.iter().map(|s| s.embedded().len());
     let mut bytes = 0;
     for range in Command::Insert.cut(limits, false, sizes) {
-        let cmd = op::write::command(target, Command::Insert, &inserts[range]).map_err(classify)?;
+        let cmd =
+            op::command::command(target, Command::Insert, &inserts[range]).map_err(classify)?;
         bytes += cmd.as_bytes().len();
     }
     Ok(bytes)
@@ -871,7 +847,7 @@ mod tests {
     use crate::content::ContentHasher;
     use crate::error::FieldNameProblem;
     use crate::key::{KeySink, Normalize, Scheme, WriteKey};
-    use crate::op::write::command;
+    use crate::op::command::command;
     use crate::stored::PreparedEvent;
     use crate::traits::{identity_index, IndexSpec, Indexes, NaturalKey, RandomId};
 

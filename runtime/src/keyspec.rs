@@ -1,48 +1,19 @@
 //! [`KeySpec`]: a natural key described at run time — which stored BSON fields are the
-//! identity keys and which is the timestamp — for documents without a Rust type at hand (the
-//! `natural-key` command line). It derives what `#[derive(NaturalKey)]` derives from the same
-//! fields, through the same [`KeySink`], and audits through the same scan.
-//!
-//! Its items live here, not at the crate root, as most programs never need them:
-//!
-//! ```
-//! use natural_key::spec::{KeyField, KeyKind, KeySpec};
-//! use natural_key::Scheme;
-//! let spec = KeySpec::new(Scheme::Default { namespace: "" }, "published_at")
-//!     .key(KeyField::new("slug", KeyKind::Str));
-//! # let _ = spec;
-//! ```
+//! identity keys and which is the timestamp — and what it derives from a document: the id,
+//! the identity and the content hash, exactly as `#[derive(NaturalKey)]` derives them from the
+//! same fields (through the same [`KeySink`]). Pure: no I/O. A document it describes is written
+//! through the same verbs as a typed one (`write::keyed`), and audited through the same scan.
 
 use std::fmt;
-use std::future::IntoFuture;
-use std::sync::Arc;
 
 use bson::spec::BinarySubtype;
-use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
-use mongodb::ClientSession;
+use bson::{RawBsonRef, RawDocument};
 use ulid::Ulid;
 
-use crate::action::{batch_options, common_options};
 use crate::content::ContentHash;
-use crate::error::Error;
-pub use crate::error::SpecError;
+use crate::error::{Error, SpecError};
 use crate::key::{check_timestamp, ulid_from, KeySink, KeyValue, Normalize, Scheme};
-use crate::maintain::audit::{finish, scan_with, AuditReport};
-use crate::maintain::scan::{Derive, Derived};
-use crate::maintain::DEFAULT_SAMPLE;
 use crate::names::RESERVED_PREFIX;
-use crate::op::Target;
-use crate::outcome::{BatchError, BatchReport};
-use crate::retry::RetryPolicy;
-use crate::stored::Prepared;
-use crate::write::batch::{self, Options, Progress};
-use crate::write::delete::{DeleteWriter, PreparedDelete};
-use crate::write::mode::WriteMode;
-use crate::write::upsert::{Guarded, GuardedWriter};
-
-pub use crate::rfc3339::{rfc3339_millis, Rfc3339Error};
-
-type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// The type of an identity key field, as the derive's key types are stored in BSON
 /// (docs/id-scheme.md, "Key values").
@@ -366,33 +337,6 @@ impl KeySpec {
         }
     }
 
-    /// Audits the collection (`coll`'s namespace, on its client) with this spec: the same
-    /// scan and report as [`Collection::audit`](crate::Collection::audit), but with
-    /// [`AuditReport::hash_checked`] false. Writes nothing.
-    ///
-    /// ```no_run
-    /// # use natural_key_runtime::spec::{KeyField, KeyKind, KeySpec};
-    /// # use natural_key_runtime::Scheme;
-    /// # async fn f(db: mongodb::Database) -> Result<(), natural_key_runtime::Error> {
-    /// let spec = KeySpec::new(Scheme::Joined { separator: ":" }, "published_at")
-    ///     .key(KeyField::new("slug", KeyKind::Str))
-    ///     .key(KeyField::new("lang", KeyKind::Str).lowercase());
-    /// let report = spec.audit(&db.collection::<bson::Document>("posts")).sample(3).await?;
-    /// println!("{report}");
-    /// # Ok(()) }
-    /// ```
-    pub fn audit<C: Send + Sync>(&self, coll: &mongodb::Collection<C>) -> SpecAudit<'_> {
-        let ns = coll.namespace();
-        SpecAudit {
-            spec: self,
-            client: coll.client().clone(),
-            db: ns.db,
-            name: ns.coll,
-            sample: DEFAULT_SAMPLE,
-            progress: None,
-        }
-    }
-
     /// The content hash natural-key stores for `doc` as a document without a Rust type
     /// (docs/id-scheme.md, "A document without a Rust type"): its fields in stored order but
     /// `_id`, natural-key's own and the spec's skip_hash fields. Where the values' types agree
@@ -412,16 +356,8 @@ impl KeySpec {
         self.hash(doc, false)
     }
 
-    /// What a guarded upsert of `doc` sends, derived under this spec.
-    fn prepare(&self, doc: &RawDocument, target: &Target) -> Result<Prepared, Error> {
-        let (id, identity) = self.derive(doc)?;
-        let hash = self.content_hash(doc)?;
-        Prepared::of_untyped(id, identity, hash, doc, target)
-    }
-
-    /// [`content_hash`](KeySpec::content_hash), or with `v2` the same encoding under the v2
     /// prefix (what a v2 type whose stored fields these are writes, accepted as equal).
-    fn hash(&self, doc: &RawDocument, v2: bool) -> Result<ContentHash, Error> {
+    pub(crate) fn hash(&self, doc: &RawDocument, v2: bool) -> Result<ContentHash, Error> {
         let skip = |name: &str| {
             name == "_id" || name.starts_with(RESERVED_PREFIX) || self.skip_hash.contains(&name)
         };
@@ -429,347 +365,6 @@ impl KeySpec {
             type_name: "a BSON document",
             message,
         })
-    }
-}
-
-impl Derive for KeySpec {
-    type Doc = ();
-    const CHECKS_HASH: bool = false;
-
-    fn derive(&self, stored: &RawDocumentBuf) -> Result<Derived<()>, String> {
-        let (id, identity) = KeySpec::derive(self, stored).map_err(|e| e.to_string())?;
-        Ok(Derived {
-            doc: (),
-            identity: identity.0,
-            derived: id,
-            hash: self.content_hash(stored).map_err(|e| e.to_string())?,
-        })
-    }
-
-    fn hash_current(&self, _: &Derived<()>, _: &str) -> bool {
-        true
-    }
-}
-
-impl KeySpec {
-    /// Opens `db.name` for guarded upserts of documents this spec describes, as
-    /// [`Collection::open`](crate::Collection::open) opens one for a type: it ensures the
-    /// identity index, learns the deployment and checks the shard key. `.await` it.
-    ///
-    /// ```no_run
-    /// # use natural_key_runtime::spec::{KeyField, KeyKind, KeySpec};
-    /// # use natural_key_runtime::Scheme;
-    /// # async fn f(db: mongodb::Database) -> Result<(), Box<dyn std::error::Error>> {
-    /// let spec = KeySpec::new(Scheme::Default { namespace: "blog.post" }, "published_at")
-    ///     .key(KeyField::new("slug", KeyKind::Str));
-    /// let posts = spec.open(&db, "posts").await?;
-    /// let doc = bson::rawdoc! { "slug": "hello", "published_at": 1_700_000_000_000i64, "body": "Hi" };
-    /// let report = posts.upsert_many([doc]).await?;
-    /// assert_eq!(report.inserted + report.updated + report.unchanged, 1);
-    /// # Ok(()) }
-    /// ```
-    pub fn open(&self, db: &mongodb::Database, name: &str) -> OpenSpecCollection {
-        OpenSpecCollection {
-            spec: self.clone(),
-            coll: db.collection(name),
-            sharded: None,
-        }
-    }
-}
-
-/// Builder returned by [`KeySpec::open`]; `.await` it.
-#[must_use = "opening does nothing until awaited"]
-pub struct OpenSpecCollection {
-    spec: KeySpec,
-    coll: mongodb::Collection<bson::Document>,
-    sharded: Option<bool>,
-}
-
-impl OpenSpecCollection {
-    /// Declares the collection sharded or partitioned on `_nk_identity`, as
-    /// [`OpenCollection::sharded`](crate::OpenCollection::sharded) does.
-    pub fn sharded(mut self, sharded: bool) -> Self {
-        self.sharded = Some(sharded);
-        self
-    }
-}
-
-impl IntoFuture for OpenSpecCollection {
-    type Output = Result<SpecCollection, Error>;
-    type IntoFuture = BoxFuture<'static, Self::Output>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        Box::pin(async move {
-            let target = crate::collection::open_target(
-                self.coll.client(),
-                self.coll.namespace(),
-                self.coll.write_concern(),
-                None,
-                self.sharded,
-                &[crate::traits::identity_index()],
-            )
-            .await?;
-            Ok(SpecCollection {
-                spec: Arc::new(self.spec),
-                target,
-            })
-        })
-    }
-}
-
-/// A collection opened for guarded upserts of documents without a Rust type, each described by
-/// a [`KeySpec`]: the same ids, identities, content hashes, fork guard and outcomes as a
-/// [`Collection`](crate::Collection) of a type with those keys (docs/id-scheme.md, "A document
-/// without a Rust type"). The `natural-key ingest` command writes through it.
-#[derive(Debug, Clone)]
-pub struct SpecCollection {
-    spec: Arc<KeySpec>,
-    target: Target,
-}
-
-impl SpecCollection {
-    /// The spec the documents are written under.
-    pub fn spec(&self) -> &KeySpec {
-        &self.spec
-    }
-
-    /// Whether write filters carry `_nk_identity` (the collection is sharded or partitioned).
-    pub fn is_sharded(&self) -> bool {
-        self.target.sharded
-    }
-
-    /// Guarded upserts of `docs`, a batch at a time, as
-    /// [`Collection::upsert_many`](crate::Collection::upsert_many). Each document is stored as
-    /// given, but an `_id` equal to its derived id (which is dropped, and written as the id);
-    /// a document that gives no id, holds a name natural-key refuses or is too large is a
-    /// failure at its input index, and the others are written.
-    pub fn upsert_many<I>(&self, docs: I) -> SpecUpsert<'_, futures_util::stream::Iter<I::IntoIter>>
-    where
-        I: IntoIterator<Item = RawDocumentBuf>,
-    {
-        self.upsert_stream(futures_util::stream::iter(docs))
-    }
-
-    /// [`upsert_many`](SpecCollection::upsert_many) over a `Stream`, in constant memory.
-    pub fn upsert_stream<S>(&self, docs: S) -> SpecUpsert<'_, S>
-    where
-        S: futures_util::Stream<Item = RawDocumentBuf>,
-    {
-        SpecUpsert {
-            coll: self,
-            docs,
-            opts: Options::default(),
-            mode: WriteMode::Merge,
-            session: None,
-        }
-    }
-}
-
-impl SpecCollection {
-    /// Everything an upsert of `doc` checks before sending anything — its key fields, its
-    /// field names, its size against the engine's limit — without sending anything: the id it
-    /// would be stored under, or the error its write would fail with.
-    pub fn check(&self, doc: &RawDocument) -> Result<Ulid, Error> {
-        self.spec.prepare(doc, &self.target).map(|p| p.id)
-    }
-
-    /// For an ingest of a full snapshot, once it is written: deletes the natural-key documents
-    /// whose identity is not among `identities` (the snapshot's, each as
-    /// [`KeySpec::derive`] gives it), guarded as
-    /// [`UpsertStream::prune`](crate::UpsertStream::prune) is — never a document without
-    /// `_nk_identity`, never more than [`max_fraction`](SpecPrune::max_fraction) of them.
-    pub fn prune_except(&self, identities: impl IntoIterator<Item = ContentHash>) -> SpecPrune<'_> {
-        SpecPrune {
-            coll: self,
-            seen: identities.into_iter().map(|h| h.0).collect(),
-            dry_run: false,
-            max_fraction: crate::DEFAULT_MAX_PRUNE_FRACTION,
-        }
-    }
-
-    /// Deletes by key, as [`Collection::delete_many`](crate::Collection::delete_many): each
-    /// document's derived `_id` and identity, from its key fields alone (the others do not
-    /// matter).
-    pub fn delete_many<I>(&self, docs: I) -> SpecDelete<'_, futures_util::stream::Iter<I::IntoIter>>
-    where
-        I: IntoIterator<Item = RawDocumentBuf>,
-    {
-        self.delete_stream(futures_util::stream::iter(docs))
-    }
-
-    /// [`delete_many`](SpecCollection::delete_many) over a `Stream`, in constant memory.
-    pub fn delete_stream<S>(&self, docs: S) -> SpecDelete<'_, S>
-    where
-        S: futures_util::Stream<Item = RawDocumentBuf>,
-    {
-        SpecDelete {
-            coll: self,
-            docs,
-            opts: Options::default(),
-            session: None,
-        }
-    }
-}
-
-/// Builder returned by [`SpecCollection::prune_except`]; `.await` it.
-#[must_use = "a prune does nothing until awaited"]
-pub struct SpecPrune<'a> {
-    coll: &'a SpecCollection,
-    seen: std::collections::HashSet<[u8; 32]>,
-    dry_run: bool,
-    max_fraction: f64,
-}
-
-impl SpecPrune<'_> {
-    /// Lists what would be deleted, deletes nothing.
-    pub fn dry_run(mut self) -> Self {
-        self.dry_run = true;
-        self
-    }
-
-    /// Refuses ([`Error::PruneRefused`]) to delete more than this fraction of the stored
-    /// natural-key documents (default [`DEFAULT_MAX_PRUNE_FRACTION`](crate::DEFAULT_MAX_PRUNE_FRACTION)).
-    pub fn max_fraction(mut self, fraction: f64) -> Self {
-        self.max_fraction = fraction;
-        self
-    }
-}
-
-impl<'a> IntoFuture for SpecPrune<'a> {
-    type Output = Result<crate::PruneReport, Error>;
-    type IntoFuture = BoxFuture<'a, Self::Output>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        Box::pin(async move {
-            let target = &self.coll.target;
-            crate::maintain::prune::prune(target, &self.seen, self.dry_run, self.max_fraction).await
-        })
-    }
-}
-
-/// Builder returned by [`SpecCollection::delete_stream`] and
-/// [`delete_many`](SpecCollection::delete_many); `.await` it.
-#[must_use = "a batch delete does nothing until awaited"]
-pub struct SpecDelete<'a, S> {
-    coll: &'a SpecCollection,
-    docs: S,
-    opts: Options<'a>,
-    session: Option<&'a mut ClientSession>,
-}
-
-impl<'a, S> SpecDelete<'a, S> {
-    batch_options!();
-}
-
-impl<'a, S> IntoFuture for SpecDelete<'a, S>
-where
-    S: futures_util::Stream<Item = RawDocumentBuf> + Send + 'a,
-{
-    type Output = Result<BatchReport, BatchError>;
-    type IntoFuture = BoxFuture<'a, Self::Output>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        use futures_util::StreamExt;
-        let coll = self.coll;
-        let spec = &coll.spec;
-        let span =
-            tracing::info_span!("natural_key.delete_many", collection = %coll.target.namespace);
-        Box::pin(tracing::Instrument::instrument(
-            async move {
-                let docs = self.docs.map(move |doc| Untyped {
-                    spec: spec.clone(),
-                    doc,
-                });
-                let mut writer = DeleteWriter::<Untyped>::new(&coll.target, self.session);
-                let prepare = |d: &Untyped| {
-                    let (id, identity) = d.spec.derive(&d.doc)?;
-                    PreparedDelete::new(id, identity)
-                };
-                let ns = &coll.target.namespace;
-                batch::run(docs, self.opts, "delete_many", ns, &prepare, &mut writer).await
-            },
-            span,
-        ))
-    }
-}
-
-/// Builder returned by [`SpecCollection::upsert_stream`]; `.await` it.
-#[must_use = "a batch write does nothing until awaited"]
-pub struct SpecUpsert<'a, S> {
-    coll: &'a SpecCollection,
-    docs: S,
-    opts: Options<'a>,
-    mode: WriteMode,
-    session: Option<&'a mut ClientSession>,
-}
-
-impl<'a, S> SpecUpsert<'a, S> {
-    batch_options!();
-
-    /// [`WriteMode::Merge`] (default: the document's fields are set, other stored fields
-    /// stay) or [`WriteMode::Replace`] (the stored document becomes this one).
-    pub fn mode(mut self, mode: WriteMode) -> Self {
-        self.mode = mode;
-        self
-    }
-}
-
-impl<'a, S> IntoFuture for SpecUpsert<'a, S>
-where
-    S: futures_util::Stream<Item = RawDocumentBuf> + Send + 'a,
-{
-    type Output = Result<BatchReport, BatchError>;
-    type IntoFuture = BoxFuture<'a, Self::Output>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        use futures_util::StreamExt;
-        let coll = self.coll;
-        let spec = &coll.spec;
-        let span =
-            tracing::info_span!("natural_key.upsert_many", collection = %coll.target.namespace);
-        Box::pin(tracing::Instrument::instrument(
-            async move {
-                let docs = self.docs.map(move |doc| Untyped {
-                    spec: spec.clone(),
-                    doc,
-                });
-                let mut writer =
-                    GuardedWriter::<Untyped>::new(&coll.target, self.mode, None, self.session);
-                let prepare = |d: &Untyped| d.spec.prepare(&d.doc, &coll.target);
-                let ns = &coll.target.namespace;
-                batch::run(docs, self.opts, "upsert_many", ns, &prepare, &mut writer).await
-            },
-            span,
-        ))
-    }
-}
-
-/// One document of a [`SpecUpsert`], with its spec: what the guard asks of it for a fork's
-/// error and the other hash it accepts.
-struct Untyped {
-    spec: Arc<KeySpec>,
-    doc: RawDocumentBuf,
-}
-
-impl Guarded for Untyped {
-    fn describe(&self) -> String {
-        let parts: Vec<String> = self
-            .spec
-            .keys
-            .iter()
-            .map(|k| match self.doc.get(k.name) {
-                Ok(Some(v)) => match bson::Bson::try_from(v.to_raw_bson()) {
-                    Ok(v) => format!("{}={v}", k.name),
-                    Err(_) => format!("{}=?", k.name),
-                },
-                _ => format!("{}=None", k.name),
-            })
-            .collect();
-        parts.join(", ")
-    }
-
-    fn other_hash(&self) -> Option<String> {
-        self.spec.hash(&self.doc, true).ok().map(|h| h.to_string())
     }
 }
 
@@ -871,44 +466,6 @@ fn type_name(v: &RawBsonRef<'_>) -> &'static str {
         RawBsonRef::Decimal128(_) => "a decimal128",
         RawBsonRef::Timestamp(_) => "a BSON timestamp",
         _ => "another BSON type",
-    }
-}
-
-/// Builder returned by [`KeySpec::audit`]; `.await` it.
-#[must_use = "an audit does nothing until awaited"]
-pub struct SpecAudit<'a> {
-    spec: &'a KeySpec,
-    client: mongodb::Client,
-    db: String,
-    name: String,
-    sample: usize,
-    progress: Option<Progress<'a, AuditReport>>,
-}
-
-impl<'a> SpecAudit<'a> {
-    crate::maintain::audit::audit_options!();
-}
-
-impl<'a> IntoFuture for SpecAudit<'a> {
-    type Output = Result<AuditReport, Error>;
-    type IntoFuture = BoxFuture<'a, Self::Output>;
-
-    fn into_future(mut self) -> Self::IntoFuture {
-        Box::pin(async move {
-            let deployment = crate::Deployment::detect(&self.client).await?;
-            let sharded = deployment.is_sharded();
-            let db = self.client.database(&self.db);
-            let target = Target::new(db, self.name, None, deployment, sharded);
-            let mut report = AuditReport::default();
-            let groups = scan_with(&target, self.spec, self.sample, &mut report, |r| {
-                if let Some(p) = self.progress.as_mut() {
-                    p(r)
-                }
-            })
-            .await?;
-            finish(&groups, self.sample, &mut report);
-            Ok(report)
-        })
     }
 }
 

@@ -14,8 +14,8 @@ use super::rounds::MAX_ROUNDS;
 use super::send::{send, Verdict};
 use crate::change::{operators, Change, OpId};
 use crate::error::{Error, FieldNameProblem};
-use crate::op::answer::classify;
 use crate::names::{IDENTITY_FIELD, OPS_FIELD, OPS_PRUNED_TO_FIELD, OP_HASH, OP_KEY, OP_TIME};
+use crate::op::answer::classify;
 use crate::op::{self, Command, Session, Target};
 use crate::outcome::ApplyOutcome;
 use crate::retry::{within, Attempts};
@@ -363,7 +363,7 @@ fn statement(id: Ulid, key: Option<&Bson>, update: &Update) -> Result<RawDocumen
         ],
     });
     // No upsert: a relative update never creates the document.
-    op::write::statement(q, update.operators.clone())
+    op::command::statement(q, update.operators.clone())
 }
 
 async fn send_statement(
@@ -444,8 +444,8 @@ async fn prune(
     });
     let kept = bson::to_bson(&kept).map_err(Error::serialize::<Entry>)?;
     let u = doc! {"$set": {OPS_FIELD: kept, OPS_PRUNED_TO_FIELD: pruned_to}};
-    let statement = op::write::statement(q, u)?;
-    op::write::run(target, Command::Update, &[statement], session)
+    let statement = op::command::statement(q, u)?;
+    op::command::run(target, Command::Update, &[statement], session)
         .await
         .map_err(classify)?;
     Ok(())

@@ -104,7 +104,7 @@ fn changed(target: &Target, id: Ulid) -> Error {
     }
 }
 
-pub(crate) use crate::op::write::{delete_one, fragment, statement};
+pub(crate) use crate::op::command::{delete_one, fragment, statement};
 
 /// A set-based write over many `_id`s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,84 +11,44 @@
 
 use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
-use std::marker::PhantomData;
 
-use bson::{doc, RawDocumentBuf};
+use bson::RawDocumentBuf;
 use mongodb::ClientSession;
-use ulid::Ulid;
 
-use super::batch::{Item, Outcomes, Unit, Writer};
+use super::batch::{Item, Outcomes, Writer};
+use super::keyed::{Keyed, On};
 use super::rounds::{or_contention, MAX_ROUNDS};
 use super::send::{send, Verdict};
-use super::upsert::Guarded;
-use crate::content::ContentHash;
 use crate::error::Error;
 use crate::names::IDENTITY_FIELD;
-use crate::op::write::delete_one;
 use crate::op::{self, Command, Session, Target};
 use crate::outcome::DeleteOutcome;
 use crate::retry::Attempts;
-use crate::stored::id_text;
-
-/// A delete by key, derived before anything is sent: the id, the identity, the statement.
-#[derive(Debug)]
-pub(crate) struct PreparedDelete {
-    pub(crate) id: Ulid,
-    id_text: String,
-    identity: String,
-    /// `{q: {_id, _nk_identity}, limit: 1}`: the identity is the shard key natural-key asks
-    /// for, so on a sharded collection the statement goes to one shard.
-    statement: RawDocumentBuf,
-}
-
-impl PreparedDelete {
-    pub(crate) fn new(id: Ulid, identity: ContentHash) -> Result<Self, Error> {
-        let id_text = id.to_string();
-        let identity = identity.to_string();
-        let statement = delete_one(doc! { "_id": &id_text, IDENTITY_FIELD: &identity })?;
-        Ok(PreparedDelete {
-            id,
-            id_text,
-            identity,
-            statement,
-        })
-    }
-}
-
-impl Unit for PreparedDelete {
-    fn bytes(&self) -> usize {
-        self.statement.as_bytes().len()
-    }
-    fn identity(&self) -> Option<&str> {
-        Some(&self.identity)
-    }
-}
+use crate::stored::{id_text, PreparedDelete};
 
 /// The batch runner's writer for deletes: the call's session, and what the attempts of the
 /// current batch left unsettled (a retry after a lost reply must not call `NotFound` what the
 /// lost attempt may have deleted).
-pub(crate) struct DeleteWriter<'a, T> {
-    target: &'a Target,
+pub(crate) struct DeleteWriter<'a, T: Keyed> {
+    on: On<'a, T>,
     session: Option<&'a mut ClientSession>,
     /// Per item of the current batch: a delete of it went out and no reply settled it.
     unsettled: Option<Vec<bool>>,
-    _doc: PhantomData<fn(&T)>,
 }
 
-impl<'a, T> DeleteWriter<'a, T> {
-    pub(crate) fn new(target: &'a Target, session: Option<&'a mut ClientSession>) -> Self {
+impl<'a, T: Keyed> DeleteWriter<'a, T> {
+    pub(crate) fn new(on: On<'a, T>, session: Option<&'a mut ClientSession>) -> Self {
         DeleteWriter {
-            target,
+            on,
             session,
             unsettled: None,
-            _doc: PhantomData,
         }
     }
 }
 
 impl<T, D> Writer<D> for DeleteWriter<'_, T>
 where
-    T: Guarded + Send + Sync,
+    T: Keyed,
     D: Borrow<T> + Send + Sync,
 {
     type Prepared = PreparedDelete;
@@ -104,9 +64,10 @@ where
             slot => slot.insert(vec![false; batch.len()]),
         };
         let items: Vec<&PreparedDelete> = batch.iter().map(|i| &i.prepared).collect();
-        let describe = |k: usize| batch[k].doc.borrow().describe();
+        let spec = self.on.spec;
+        let describe = |k: usize| batch[k].doc.borrow().describe(spec);
         let session = self.session.as_deref_mut();
-        delete_batch(self.target, &items, &describe, unsettled, tries, session).await
+        delete_batch(self.on.target, &items, &describe, unsettled, tries, session).await
     }
 }
 

@@ -11,23 +11,22 @@
 //! leaves it to the run after.
 
 use std::collections::{HashMap, HashSet};
-use std::future::IntoFuture;
 
 use bson::{doc, Bson, Document, RawDocumentBuf};
 use serde::de::DeserializeOwned;
 use ulid::Ulid;
 
-use super::apply::{apply, apply_set, fragment, statement, SetOp};
-use super::audit::{self, AuditReport, Finding};
+use super::findings::{self, AuditReport, Finding};
 use super::scan::{field, id_is, inspect, Read, Seen, State};
+use super::statements::{apply, apply_set, fragment, statement, SetOp};
 use super::{DEFAULT_SAMPLE, SCAN_BATCH};
 use crate::collection::Collection;
 use crate::content::ContentHash;
 use crate::error::Error;
-use crate::op::answer::classify;
 use crate::names::{
     HASH_FIELD, IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, RECORD_FIELDS, RESERVED_PREFIX,
 };
+use crate::op::answer::classify;
 use crate::op::Command;
 use crate::op::{Scan, Target};
 use crate::traits::NaturalKey;
@@ -37,11 +36,10 @@ use crate::write::batch::Progress;
 /// the narrower each delete statement's range.
 const DELETE_FLUSH: usize = 100_000;
 
-type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
-type Policy<'a, T> = Box<dyn FnMut(&[Candidate<T>]) -> Option<usize> + Send + 'a>;
+pub(crate) type Policy<'a, T> = Box<dyn FnMut(&[Candidate<T>]) -> Option<usize> + Send + 'a>;
 
 /// One of the documents that hold an identity with differing content, offered to the
-/// [`Adopt::on_conflict`] policy.
+/// [`Adopt::on_conflict`](crate::Adopt::on_conflict) policy.
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct Candidate<T> {
@@ -78,88 +76,24 @@ pub struct AdoptReport {
     /// again for those that changed concurrently).
     pub failures: Vec<(Bson, Error)>,
     /// Each old `_id` with the derived id that now holds its content, when asked for with
-    /// [`Adopt::mapping`].
+    /// [`Adopt::mapping`](crate::Adopt::mapping).
     pub mapping: Vec<(Bson, Ulid)>,
     /// Nothing was written: the counts say what a run would do.
     pub dry_run: bool,
 }
 
-/// Builder returned by [`Collection::adopt`]; `.await` it.
-#[must_use = "adopt does nothing until awaited"]
-pub struct Adopt<'a, T: Send + Sync> {
-    coll: &'a Collection<T>,
-    dry_run: bool,
-    mapping: bool,
-    sample: usize,
-    policy: Option<Policy<'a, T>>,
-    progress: Option<Progress<'a, AdoptReport>>,
+/// What an adopt run is asked to do: its builder's options.
+pub(crate) struct AdoptOptions<'a, T> {
+    pub(crate) dry_run: bool,
+    pub(crate) mapping: bool,
+    pub(crate) sample: usize,
+    pub(crate) policy: Option<Policy<'a, T>>,
+    pub(crate) progress: Option<Progress<'a, AdoptReport>>,
 }
 
-impl<'a, T: Send + Sync> Adopt<'a, T> {
-    /// Computes everything and writes nothing.
-    pub fn dry_run(mut self) -> Self {
-        self.dry_run = true;
-        self
-    }
-
-    /// Lists each old `_id` with its new id in [`AdoptReport::mapping`] (unbounded: one
-    /// entry per adopted or merged document).
-    pub fn mapping(mut self) -> Self {
-        self.mapping = true;
-        self
-    }
-
-    /// How many ids the report keeps per finding (default [`DEFAULT_SAMPLE`]).
-    pub fn sample(mut self, n: usize) -> Self {
-        self.sample = n;
-        self
-    }
-
-    /// Resolves an identity held by documents with differing content: return the index of
-    /// the candidate to keep (its content goes under the derived id, the others are deleted
-    /// and their ids recorded), or `None` to leave them all. Without a policy they are left.
-    /// A policy must choose the same on a rerun (say, the newest by a field), which is what
-    /// makes a killed run converge.
-    pub fn on_conflict(
-        mut self,
-        f: impl FnMut(&[Candidate<T>]) -> Option<usize> + Send + 'a,
-    ) -> Self {
-        self.policy = Some(Box::new(f));
-        self
-    }
-
-    /// Called with the running report after each batch.
-    pub fn on_progress(mut self, f: impl FnMut(&AdoptReport) + Send + 'a) -> Self {
-        self.progress = Some(Box::new(f));
-        self
-    }
-}
-
-impl<T: NaturalKey + DeserializeOwned + Send + Sync> Collection<T> {
-    /// Turns every legacy document (no `_nk_identity`: random ids, ObjectIds, ids of another
-    /// scheme) and every drifted one into a natural-key document under its derived id, its
-    /// old `_id` kept in `_nk_legacy_ids`; duplicates with identical content collapse into
-    /// one. Clean documents are never touched; a second run sends no write. Two scans; memory
-    /// is one batch plus about 70 bytes per identity (and the documents of identities with
-    /// differing content, which are resolved at the end).
-    ///
-    /// ```no_run
-    /// # use natural_key::prelude::*;
-    /// # #[derive(NaturalKey, Serialize, Deserialize)]
-    /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64, edited_at: i64 }
-    /// # async fn f(posts: natural_key::Collection<Post>) -> Result<(), natural_key::Error> {
-    /// let plan = posts.adopt().dry_run().await?;
-    /// println!("would adopt {} and merge {}", plan.adopted, plan.merged);
-    /// let done = posts
-    ///     .adopt()
-    ///     .on_conflict(|c| (0..c.len()).max_by_key(|&i| c[i].doc.edited_at))
-    ///     .await?;
-    /// assert!(done.failures.is_empty());
-    /// # Ok(()) }
-    /// ```
-    pub fn adopt(&self) -> Adopt<'_, T> {
-        Adopt {
-            coll: self,
+impl<T> Default for AdoptOptions<'_, T> {
+    fn default() -> Self {
+        AdoptOptions {
             dry_run: false,
             mapping: false,
             sample: DEFAULT_SAMPLE,
@@ -169,70 +103,68 @@ impl<T: NaturalKey + DeserializeOwned + Send + Sync> Collection<T> {
     }
 }
 
-impl<'a, T> IntoFuture for Adopt<'a, T>
+/// Adopts `coll`'s legacy and drifted documents (see [`Collection::adopt`]): one scan to
+/// group identities, one to move documents home, then the identities with differing content.
+pub(crate) async fn adopt<T>(
+    coll: &Collection<T>,
+    mut opts: AdoptOptions<'_, T>,
+) -> Result<AdoptReport, Error>
 where
     T: NaturalKey + DeserializeOwned + Send + Sync,
 {
-    type Output = Result<AdoptReport, Error>;
-    type IntoFuture = BoxFuture<'a, Self::Output>;
-
-    fn into_future(mut self) -> Self::IntoFuture {
-        Box::pin(async move {
-            let mut report = AdoptReport {
-                dry_run: self.dry_run,
-                ..AdoptReport::default()
-            };
-            let mut groups = audit::scan(self.coll, self.sample, &mut report.audit, |_| {}).await?;
-            audit::finish(&groups, self.sample, &mut report.audit);
-            if report.audit.is_clean() {
-                return Ok(report);
-            }
-            let target = &self.coll.target;
-            let mut conflicted: HashMap<[u8; 32], Vec<Read<T>>> = HashMap::new();
-            let mut doomed = Vec::new();
-            let mut scan = Scan::open(target, RawDocumentBuf::new(), None, SCAN_BATCH)
-                .await
-                .map_err(classify)?;
-            loop {
-                let batch = scan.next_batch(SCAN_BATCH).await.map_err(classify)?;
-                if batch.is_empty() {
-                    break;
-                }
-                let mut plan = Plan::on(target);
-                for stored in batch {
-                    let Seen::Read(r) = inspect::<T>(stored) else {
-                        continue;
-                    };
-                    let Some(g) = groups.get_mut(&r.identity) else {
-                        continue;
-                    };
-                    if g.differs {
-                        conflicted.entry(r.identity).or_default().push(r);
-                    } else if !r.state.is_at_home() {
-                        plan.streamed(g, r)?;
-                    }
-                }
-                doomed.extend(plan.run(target, self.dry_run, &mut report).await?);
-                if doomed.len() >= DELETE_FLUSH {
-                    let all = std::mem::take(&mut doomed);
-                    delete_all(target, self.dry_run, self.mapping, all, &mut report).await?;
-                }
-                if let Some(p) = self.progress.as_mut() {
-                    p(&report);
-                }
-            }
-            let mut plan = Plan::on(target);
-            for (_, members) in conflicted {
-                plan.conflicted(members, &mut self, &mut report)?;
-            }
-            doomed.extend(plan.run(target, self.dry_run, &mut report).await?);
-            delete_all(target, self.dry_run, self.mapping, doomed, &mut report).await?;
-            if let Some(p) = self.progress.as_mut() {
-                p(&report);
-            }
-            Ok(report)
-        })
+    let mut report = AdoptReport {
+        dry_run: opts.dry_run,
+        ..AdoptReport::default()
+    };
+    let mut groups = findings::scan(coll, opts.sample, &mut report.audit, |_| {}).await?;
+    findings::finish(&groups, opts.sample, &mut report.audit);
+    if report.audit.is_clean() {
+        return Ok(report);
     }
+    let target = &coll.target;
+    let mut conflicted: HashMap<[u8; 32], Vec<Read<T>>> = HashMap::new();
+    let mut doomed = Vec::new();
+    let mut scan = Scan::open(target, RawDocumentBuf::new(), None, SCAN_BATCH)
+        .await
+        .map_err(classify)?;
+    loop {
+        let batch = scan.next_batch(SCAN_BATCH).await.map_err(classify)?;
+        if batch.is_empty() {
+            break;
+        }
+        let mut plan = Plan::on(target);
+        for stored in batch {
+            let Seen::Read(r) = inspect::<T>(stored) else {
+                continue;
+            };
+            let Some(g) = groups.get_mut(&r.identity) else {
+                continue;
+            };
+            if g.differs {
+                conflicted.entry(r.identity).or_default().push(r);
+            } else if !r.state.is_at_home() {
+                plan.streamed(g, r)?;
+            }
+        }
+        doomed.extend(plan.run(target, opts.dry_run, &mut report).await?);
+        if doomed.len() >= DELETE_FLUSH {
+            let all = std::mem::take(&mut doomed);
+            delete_all(target, opts.dry_run, opts.mapping, all, &mut report).await?;
+        }
+        if let Some(p) = opts.progress.as_mut() {
+            p(&report);
+        }
+    }
+    let mut plan = Plan::on(target);
+    for (_, members) in conflicted {
+        plan.conflicted(members, &mut opts, &mut report)?;
+    }
+    doomed.extend(plan.run(target, opts.dry_run, &mut report).await?);
+    delete_all(target, opts.dry_run, opts.mapping, doomed, &mut report).await?;
+    if let Some(p) = opts.progress.as_mut() {
+        p(&report);
+    }
+    Ok(report)
 }
 
 /// The writes of one step, in the order they must land.
@@ -340,7 +272,7 @@ impl Plan {
     fn conflicted<T: Send + Sync>(
         &mut self,
         members: Vec<Read<T>>,
-        adopt: &mut Adopt<'_, T>,
+        adopt: &mut AdoptOptions<'_, T>,
         report: &mut AdoptReport,
     ) -> Result<(), Error> {
         let (candidates, mut members): (Vec<Candidate<T>>, Vec<Read<()>>) =

@@ -9,10 +9,13 @@ use serde::Deserialize;
 
 use ulid::Ulid;
 
+use super::answer::{
+    classify, refused_as_busy, server_code, shard_key_missing, storage_failed, DUPLICATE_KEY_CODE,
+    UNKNOWN_OUTCOME_CODES,
+};
 use super::{parse, Session, Target};
 use crate::deployment::Limits;
 use crate::error::Error;
-use super::answer::{classify, refused_as_busy, server_code, shard_key_missing, storage_failed, DUPLICATE_KEY_CODE, UNKNOWN_OUTCOME_CODES};
 use crate::names::{OUR_FIELDS, OUR_INDEXES};
 use crate::raw::{Embedded, ToEmbedded, Value};
 

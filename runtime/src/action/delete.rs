@@ -1,25 +1,25 @@
-//! The delete builders: [`Collection::delete`], [`Collection::delete_many`] and
-//! [`Collection::delete_stream`], each configured, then `.await`ed. The deletes themselves are
-//! `write::delete`'s.
+//! `delete`, `delete_many`, `delete_stream`: deletes by key, of typed documents or of
+//! documents described at run time ([`SpecCollection`]); the deletes themselves are
+//! `write::by_key`'s.
 
 use std::borrow::Borrow;
-use std::future::{Future, IntoFuture};
-use std::pin::Pin;
+use std::future::IntoFuture;
 
+use bson::RawDocumentBuf;
 use futures_util::Stream;
 use mongodb::ClientSession;
 use tracing::Instrument;
 
-use crate::action::{batch_options, common_options, record};
-use crate::collection::Collection;
+use super::{batch_options, common_options, single, BoxFuture};
+use crate::collection::{Collection, SpecCollection};
 use crate::error::Error;
 use crate::outcome::{BatchError, BatchReport, DeleteOutcome};
 use crate::retry::RetryPolicy;
 use crate::traits::NaturalKey;
-use crate::write::batch::{self, Item, Options};
-use crate::write::delete::{DeleteWriter, PreparedDelete};
-
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+use crate::write::batch::{self, Options};
+use crate::write::by_key::DeleteWriter;
+use crate::write::keyed::sealed::Prepare as _;
+use crate::write::keyed::{Keyed, On};
 
 impl<T: NaturalKey + Send + Sync> Collection<T> {
     /// Deletes the stored document `doc` derives: the one whose `_id` is `doc`'s id and whose
@@ -80,12 +80,7 @@ impl<T: NaturalKey + Send + Sync> Collection<T> {
         S: Stream,
         S::Item: Borrow<T>,
     {
-        DeleteStream {
-            coll: self,
-            docs,
-            opts: Options::default(),
-            session: None,
-        }
+        DeleteStream::new(self.on(), docs)
     }
 }
 
@@ -102,12 +97,6 @@ impl<'a, T: NaturalKey + Send + Sync> Delete<'a, T> {
     common_options!(retry);
 }
 
-/// What a delete by key sends for `doc`, derived once.
-pub(crate) fn prepare<T: NaturalKey>(doc: &T) -> Result<PreparedDelete, Error> {
-    let (id, digest) = crate::traits::derive_key(doc)?;
-    PreparedDelete::new(id, crate::content::ContentHash(digest))
-}
-
 impl<'a, T: NaturalKey + Send + Sync> IntoFuture for Delete<'a, T> {
     type Output = Result<DeleteOutcome, Error>;
     type IntoFuture = BoxFuture<'a, Self::Output>;
@@ -119,34 +108,24 @@ impl<'a, T: NaturalKey + Send + Sync> IntoFuture for Delete<'a, T> {
             id = tracing::field::Empty,
             outcome = tracing::field::Empty,
         );
+        let coll = self.coll;
         Box::pin(
             async move {
-                let coll = self.coll;
+                let mut writer = DeleteWriter::new(coll.on(), self.session);
+                let prepared = self.doc.prepare_delete(&());
                 let ns = &coll.target.namespace;
-                let result = async {
-                    let prepared = prepare(self.doc)?;
-                    tracing::Span::current().record("id", tracing::field::display(prepared.id));
-                    let mut writer = DeleteWriter::<T>::new(&coll.target, self.session);
-                    let item = Item {
-                        index: 0,
-                        prepared,
-                        doc: self.doc,
-                    };
-                    batch::one(&mut writer, item, &self.retry, "delete", ns).await
-                }
-                .await;
-                record(ns, "delete", &result);
-                result
+                single(&mut writer, prepared, self.doc, &self.retry, "delete", ns).await
             }
             .instrument(span),
         )
     }
 }
 
-/// Builder returned by [`Collection::delete_stream`]; `.await` it.
+/// Builder returned by [`Collection::delete_stream`] and [`SpecCollection::delete_stream`];
+/// `.await` it.
 #[must_use = "a batch delete does nothing until awaited"]
-pub struct DeleteStream<'a, T: Send + Sync, S> {
-    coll: &'a Collection<T>,
+pub struct DeleteStream<'a, T: Keyed, S> {
+    on: On<'a, T>,
     docs: S,
     opts: Options<'a>,
     session: Option<&'a mut ClientSession>,
@@ -155,13 +134,26 @@ pub struct DeleteStream<'a, T: Send + Sync, S> {
 /// Builder returned by [`Collection::delete_many`]: the streaming builder over the iterator.
 pub type DeleteMany<'a, T, I> = DeleteStream<'a, T, futures_util::stream::Iter<I>>;
 
-impl<'a, T: NaturalKey + Send + Sync, S> DeleteStream<'a, T, S> {
+/// Builder returned by [`SpecCollection::delete_many`] and [`SpecCollection::delete_stream`]:
+/// the same builder, over BSON documents.
+pub type SpecDelete<'a, S> = DeleteStream<'a, RawDocumentBuf, S>;
+
+impl<'a, T: Keyed, S> DeleteStream<'a, T, S> {
+    fn new(on: On<'a, T>, docs: S) -> Self {
+        DeleteStream {
+            on,
+            docs,
+            opts: Options::default(),
+            session: None,
+        }
+    }
+
     batch_options!();
 }
 
 impl<'a, T, S> IntoFuture for DeleteStream<'a, T, S>
 where
-    T: NaturalKey + Send + Sync,
+    T: Keyed + 'a,
     S: Stream + Send + 'a,
     S::Item: Borrow<T> + Send + Sync,
 {
@@ -169,14 +161,13 @@ where
     type IntoFuture = BoxFuture<'a, Self::Output>;
 
     fn into_future(self) -> Self::IntoFuture {
-        let coll = self.coll;
-        let span =
-            tracing::info_span!("natural_key.delete_many", collection = %coll.target.namespace);
+        let on = self.on;
+        let ns = &on.target.namespace;
+        let span = tracing::info_span!("natural_key.delete_many", collection = %ns);
         Box::pin(
             async move {
-                let mut writer = DeleteWriter::<T>::new(&coll.target, self.session);
-                let prepare = |d: &S::Item| prepare(d.borrow());
-                let ns = &coll.target.namespace;
+                let mut writer = DeleteWriter::new(on, self.session);
+                let prepare = |d: &S::Item| d.borrow().prepare_delete(on.spec);
                 batch::run(
                     self.docs,
                     self.opts,
@@ -189,5 +180,25 @@ where
             }
             .instrument(span),
         )
+    }
+}
+
+impl SpecCollection {
+    /// Deletes by key, as [`Collection::delete_many`](crate::Collection::delete_many): each
+    /// document's derived `_id` and identity, from its key fields alone (the others do not
+    /// matter).
+    pub fn delete_many<I>(&self, docs: I) -> SpecDelete<'_, futures_util::stream::Iter<I::IntoIter>>
+    where
+        I: IntoIterator<Item = RawDocumentBuf>,
+    {
+        self.delete_stream(futures_util::stream::iter(docs))
+    }
+
+    /// [`delete_many`](SpecCollection::delete_many) over a `Stream`, in constant memory.
+    pub fn delete_stream<S>(&self, docs: S) -> SpecDelete<'_, S>
+    where
+        S: Stream<Item = RawDocumentBuf>,
+    {
+        DeleteStream::new(self.on(), docs)
     }
 }

@@ -2,21 +2,17 @@
 //! derive, duplicates counted per identity.
 
 use std::fmt;
-use std::future::IntoFuture;
 
 use bson::Bson;
 use serde::de::DeserializeOwned;
 
 use super::scan::{inspect_with, Derive, Groups, Seen, State, Typed};
-use super::{DEFAULT_SAMPLE, SCAN_BATCH};
+use super::SCAN_BATCH;
 use crate::collection::Collection;
 use crate::error::Error;
 use crate::op::answer::classify;
 use crate::op::{Scan, Target};
 use crate::traits::NaturalKey;
-use crate::write::batch::Progress;
-
-type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// How many documents showed one finding, and a few of their `_id`s.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -154,89 +150,17 @@ impl fmt::Display for AuditReport {
     }
 }
 
-/// Builder returned by [`Collection::audit`]; `.await` it.
-#[must_use = "an audit does nothing until awaited"]
-pub struct Audit<'a, T: Send + Sync> {
-    coll: &'a Collection<T>,
+/// Reads the collection once, documents keyed by `key`, and reports what it holds.
+pub(crate) async fn audit<K: Derive + Sync>(
+    target: &Target,
+    key: &K,
     sample: usize,
-    progress: Option<Progress<'a, AuditReport>>,
-}
-
-/// The options of both audits: of a type's collection, and of a [`KeySpec`](crate::KeySpec).
-macro_rules! audit_options {
-    () => {
-        /// How many ids to keep per finding (default [`DEFAULT_SAMPLE`](crate::DEFAULT_SAMPLE)).
-        pub fn sample(mut self, n: usize) -> Self {
-            self.sample = n;
-            self
-        }
-
-        /// Called with the running report after each batch read.
-        pub fn on_progress(mut self, f: impl FnMut(&AuditReport) + Send + 'a) -> Self {
-            self.progress = Some(Box::new(f));
-            self
-        }
-    };
-}
-pub(crate) use audit_options;
-
-impl<'a, T: Send + Sync> Audit<'a, T> {
-    audit_options!();
-}
-
-impl<T: NaturalKey + DeserializeOwned + Send + Sync> Collection<T> {
-    /// Reads the collection once and reports what it holds against the ids the documents'
-    /// own fields derive: legacy documents, duplicates, drifted ids and hashes, documents
-    /// that are not `T`. Writes nothing. Memory: one batch of documents and about 70 bytes per
-    /// identity.
-    ///
-    /// ```no_run
-    /// # use natural_key::prelude::*;
-    /// # #[derive(NaturalKey, Serialize, Deserialize)]
-    /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64 }
-    /// # async fn f(posts: natural_key::Collection<Post>) -> Result<(), natural_key::Error> {
-    /// let report = posts.audit().await?;
-    /// println!("{report}");
-    /// if !report.is_clean() {
-    ///     posts.adopt().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn audit(&self) -> Audit<'_, T> {
-        Audit {
-            coll: self,
-            sample: DEFAULT_SAMPLE,
-            progress: None,
-        }
-    }
-}
-
-impl<'a, T> IntoFuture for Audit<'a, T>
-where
-    T: NaturalKey + DeserializeOwned + Send + Sync,
-{
-    type Output = Result<AuditReport, Error>;
-    type IntoFuture = BoxFuture<'a, Self::Output>;
-
-    fn into_future(mut self) -> Self::IntoFuture {
-        Box::pin(async move {
-            let mut report = AuditReport::default();
-            let groups = scan_with(
-                &self.coll.target,
-                &Typed::<T>::new(),
-                self.sample,
-                &mut report,
-                |r| {
-                    if let Some(p) = self.progress.as_mut() {
-                        p(r)
-                    }
-                },
-            )
-            .await?;
-            finish(&groups, self.sample, &mut report);
-            Ok(report)
-        })
-    }
+    progress: impl FnMut(&AuditReport) + Send,
+) -> Result<AuditReport, Error> {
+    let mut report = AuditReport::default();
+    let groups = scan_with(target, key, sample, &mut report, progress).await?;
+    finish(&groups, sample, &mut report);
+    Ok(report)
 }
 
 /// One scan of a `T` collection: every document classified into `report`, every identity into

@@ -1,0 +1,151 @@
+//! `prune`: a sync from a full snapshot — an ingest, then the deletion of what the snapshot no
+//! longer holds ([`Prune`]); or, for an input written in several calls, the deletion alone
+//! ([`SpecPrune`]). `maintain::pruning` deletes.
+
+use std::borrow::Borrow;
+use std::collections::HashSet;
+use std::future::IntoFuture;
+use std::sync::{Arc, Mutex};
+
+use futures_util::Stream;
+
+use super::{dry_run_option, BoxFuture};
+use crate::collection::SpecCollection;
+use crate::content::ContentHash;
+use crate::error::Error;
+use crate::maintain::pruning::{prune, sync, PruneReport, SyncReport, DEFAULT_MAX_PRUNE_FRACTION};
+use crate::outcome::BatchError;
+use crate::traits::NaturalKey;
+use crate::UpsertStream;
+
+/// `dry_run`, `max_fraction` and `force`, the options of both prunes.
+macro_rules! prune_options {
+    ($dry_run:literal) => {
+        dry_run_option!($dry_run);
+
+        /// Refuses ([`Error::PruneRefused`]) to delete more than this fraction of the stored
+        /// natural-key documents (default [`DEFAULT_MAX_PRUNE_FRACTION`]).
+        pub fn max_fraction(mut self, fraction: f64) -> Self {
+            self.max_fraction = fraction;
+            self
+        }
+
+        /// Deletes however many the input dropped.
+        pub fn force(self) -> Self {
+            self.max_fraction(1.0)
+        }
+    };
+}
+
+/// Builder returned by [`UpsertStream::prune`]; `.await` it.
+#[must_use = "a pruning ingest does nothing until awaited"]
+pub struct Prune<'a, T: NaturalKey + Send + Sync, S> {
+    upserts: UpsertStream<'a, T, S>,
+    dry_run: bool,
+    max_fraction: f64,
+}
+
+impl<'a, T: NaturalKey + Send + Sync, S> UpsertStream<'a, T, S> {
+    /// Makes this ingest a sync from a full snapshot: once every document of the input was
+    /// written without failure, the collection's natural-key documents whose identity was not
+    /// in the input are deleted. Nothing is deleted when any document failed, the call fails
+    /// or is dropped; documents without `_nk_identity` (legacy) are never deleted. Memory: 32
+    /// bytes per input identity.
+    ///
+    /// ```no_run
+    /// # use natural_key::prelude::*;
+    /// # #[derive(NaturalKey, Serialize, Deserialize)]
+    /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64 }
+    /// # async fn f(posts: natural_key::Collection<Post>, all: Vec<Post>) -> Result<(), Box<dyn std::error::Error>> {
+    /// let plan = posts.upsert_many(&all).prune().dry_run().await?;
+    /// println!("would delete {:?}", plan.pruned.ids);
+    /// let done = posts.upsert_many(&all).prune().await?;
+    /// println!("{} written, {} deleted", done.written.processed(), done.pruned.deleted);
+    /// # Ok(()) }
+    /// ```
+    pub fn prune(self) -> Prune<'a, T, S> {
+        Prune {
+            upserts: self,
+            dry_run: false,
+            max_fraction: DEFAULT_MAX_PRUNE_FRACTION,
+        }
+    }
+}
+
+impl<T: NaturalKey + Send + Sync, S> Prune<'_, T, S> {
+    prune_options!(
+        "Writes the input as usual, then lists what would be deleted and deletes nothing."
+    );
+}
+
+impl<'a, T, S> IntoFuture for Prune<'a, T, S>
+where
+    T: NaturalKey + Send + Sync + 'a,
+    S: Stream + Send + 'a,
+    S::Item: Borrow<T> + Send + Sync,
+{
+    type Output = Result<SyncReport, BatchError>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let target = self.upserts.on().target;
+        // Every identity of the input, written or not: a document that failed keeps its
+        // stored copy (and fails the prune).
+        let seen: Arc<Mutex<HashSet<[u8; 32]>>> = Arc::default();
+        let record = seen.clone();
+        let written = self.upserts.inspecting(move |d: &S::Item| {
+            if let Ok(identity) = d.borrow().identity() {
+                record.lock().expect("identity set").insert(identity.0);
+            }
+        });
+        Box::pin(async move {
+            sync(
+                target,
+                written.into_future(),
+                &seen,
+                self.dry_run,
+                self.max_fraction,
+            )
+            .await
+        })
+    }
+}
+
+impl SpecCollection {
+    /// For an ingest of a full snapshot, once it is written: deletes the natural-key documents
+    /// whose identity is not among `identities` (the snapshot's, each as
+    /// [`KeySpec::derive`](crate::spec::KeySpec::derive) gives it), guarded as
+    /// [`UpsertStream::prune`] is — never a document without `_nk_identity`, never more than
+    /// [`max_fraction`](SpecPrune::max_fraction) of them.
+    pub fn prune_except(&self, identities: impl IntoIterator<Item = ContentHash>) -> SpecPrune<'_> {
+        SpecPrune {
+            coll: self,
+            seen: identities.into_iter().map(|h| h.0).collect(),
+            dry_run: false,
+            max_fraction: DEFAULT_MAX_PRUNE_FRACTION,
+        }
+    }
+}
+
+/// Builder returned by [`SpecCollection::prune_except`]; `.await` it.
+#[must_use = "a prune does nothing until awaited"]
+pub struct SpecPrune<'a> {
+    coll: &'a SpecCollection,
+    seen: HashSet<[u8; 32]>,
+    dry_run: bool,
+    max_fraction: f64,
+}
+
+impl SpecPrune<'_> {
+    prune_options!("Lists what would be deleted, deletes nothing.");
+}
+
+impl<'a> IntoFuture for SpecPrune<'a> {
+    type Output = Result<PruneReport, Error>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let target = &self.coll.target;
+        Box::pin(async move { prune(target, &self.seen, self.dry_run, self.max_fraction).await })
+    }
+}
