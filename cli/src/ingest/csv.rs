@@ -69,11 +69,14 @@ impl<R: Read> CsvRecords<R> {
     fn next_cells(&mut self) -> Result<Option<Cells>, String> {
         let read = self.reader.read_byte_record(&mut self.record);
         let read = read.map_err(|e| format!("cannot read the input at line {}: {e}", self.line))?;
-        if !read {
-            return Ok(None);
-        }
         let end = self.reader.position().byte();
         let raw = self.reader.get_mut().take(self.at, end);
+        if !read {
+            // What follows the last record (a line break, blank lines) is read too.
+            self.line += count_lines(&raw);
+            self.at = end;
+            return Ok(None);
+        }
         let raw = match self.at {
             0 => raw.strip_prefix("\u{feff}".as_bytes()).unwrap_or(&raw),
             _ => &raw[..],
@@ -369,6 +372,9 @@ mod tests {
         assert_eq!(doc.get_i64("sku").unwrap(), 1);
         assert_eq!(got[1].0, 5);
         assert_eq!(got[1].2.as_ref().unwrap().get_str("note").unwrap(), "plain");
+        let mut r = CsvRecords::new(input.as_bytes(), table(b',', None, false), &spec()).unwrap();
+        while r.next_record().unwrap().is_some() {}
+        assert_eq!((r.lines(), r.bytes()), (5, input.len() as u64));
     }
 
     #[test]
