@@ -22,9 +22,9 @@ counted: it is not checked without the Rust type.";
 /// (docs/id-scheme.md).
 ///
 /// Exit status: 0 success (for audit: no finding beyond --allow; for ingest: every line
-/// stored or unchanged), 1 audit findings beyond --allow or ingest lines refused, 2 a usage,
-/// input or connection error (one line on stderr), 3 an ingest the server stopped: run it
-/// again (see ingest --help).
+/// stored or unchanged), 1 audit findings beyond --allow or ingest lines refused, 2 a usage
+/// or input error, or an audit that cannot reach its server (one line on stderr), 3 an ingest
+/// the server stopped: run it again (see ingest --help).
 #[derive(Parser)]
 #[command(name = "natural-key", version)]
 pub(crate) struct Cli {
