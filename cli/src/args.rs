@@ -8,7 +8,7 @@ use natural_key_runtime::spec::{KeyField, KeySpec, TimestampForm};
 use natural_key_runtime::{KeyValue, Scheme, WriteMode};
 
 use crate::values::{
-    leak, parse_allow, parse_key_field, parse_key_value, parse_timestamp_field, Kind,
+    leak, parse_allow, parse_keep_id, parse_key_field, parse_key_value, parse_timestamp_field, Kind,
 };
 
 const ALLOW_HELP: &str = "Findings tolerated before the exit status turns 1: a comma-separated \
@@ -22,8 +22,9 @@ counted: it is not checked without the Rust type.";
 /// (docs/id-scheme.md).
 ///
 /// Exit status: 0 success (for audit: no finding beyond --allow; for ingest: every line
-/// stored or unchanged), 1 audit findings beyond --allow or ingest lines refused, 2 a usage,
-/// input or connection error, or an ingest stopped by the server (one line on stderr).
+/// stored or unchanged), 1 audit findings beyond --allow or ingest lines refused, 2 a usage
+/// or input error, or an audit that cannot reach its server (one line on stderr), 3 an ingest
+/// the server stopped: run it again (see ingest --help).
 #[derive(Parser)]
 #[command(name = "natural-key", version)]
 pub(crate) struct Cli {
@@ -53,12 +54,15 @@ pub(crate) enum Command {
     /// Upsert documents from a file (or stdin) by their natural key: derived ids, unchanged
     /// documents cost no write, a changed timestamp key is refused, reruns are free.
     ///
-    /// NDJSON (one JSON object per line; Extended JSON such as {"$date": ...} for the types
-    /// JSON lacks) or CSV/TSV with a header. Lines that cannot be written are refused one by
-    /// one, with their line number and reason, into --reject; the rest is written.
+    /// NDJSON (one JSON object per line; canonical or relaxed Extended JSON such as
+    /// {"$date": ...} for the types JSON lacks), a JSON array (--jsonArray), or CSV/TSV
+    /// (RFC 4180, typed columns as mongoimport's). Lines that cannot be written are refused one
+    /// by one, with their line number and reason, into --reject; the rest is written. Logs and
+    /// progress go to stderr, the summary to stdout.
     ///
     /// Example: natural-key ingest posts.ndjson --db blog --collection posts --key slug:str
     /// --key lang:str:lowercase --timestamp published_at --reject rejects.ndjson
+    #[command(after_help = INGEST_SHORT_HELP, after_long_help = INGEST_AFTER_HELP)]
     Ingest(IngestArgs),
 }
 
@@ -70,13 +74,14 @@ pub(crate) struct ConnectArgs {
     /// the shell's history.
     #[arg(long, env = "MONGODB_URI", hide_env_values = true)]
     pub(crate) uri: String,
-    /// The database.
-    #[arg(long)]
-    pub(crate) db: String,
+    /// The database. Default: the one the connection string names (mongodb://host/DB).
+    #[arg(short = 'd', long)]
+    pub(crate) db: Option<String>,
     /// The collection.
-    #[arg(long)]
+    #[arg(short = 'c', long)]
     pub(crate) collection: String,
-    /// Seconds to wait for the server (server selection and connecting).
+    /// Seconds to wait for the server (server selection and connecting), where the connection
+    /// string sets no serverSelectionTimeoutMS or connectTimeoutMS.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub(crate) timeout: u64,
 }
@@ -214,20 +219,98 @@ pub(crate) struct AuditArgs {
     pub(crate) sample: usize,
 }
 
+const INGEST_SHORT_HELP: &str = "Exit status: 0 every line stored or unchanged, 1 lines \
+refused, 2 bad usage or input, 3 the server stopped the run (run it again). --help says more, \
+and what differs from mongoimport.";
+
+const INGEST_AFTER_HELP: &str = "\
+Exit status:
+  0  every line stored, or found unchanged
+  1  lines refused (each into --reject with its line and reason); the others are written
+  2  bad usage, or input that cannot be read (no such file, a bad header, a broken array)
+  3  the server stopped the run: unreachable, the connection lost, or transient errors past
+     --retry-deadline. What was written stays written: run the same command again to finish.
+
+An export of a natural-key collection (mongoexport, or pymongo's json_util; canonical or
+relaxed Extended JSON) ingests into another collection: an _id equal to the id the line's key
+derives is accepted; _nk_identity, _nk_hash and _nk_write are dropped and recomputed; another
+_id refuses the line (kind foreign_id) unless --keep-id FIELD keeps it under FIELD; the other
+_nk_ fields (_nk_legacy_ids, _nk_ops, ...) cannot be recomputed and refuse the line.
+
+Unlike mongoimport:
+  - Documents are upserted by their natural key (--key, --timestamp), under derived ids: a
+    rerun writes nothing, an edited line is one update. --mode is merge or replace; there is
+    no insert/delete mode and no --upsertFields.
+  - A line that cannot be written is refused alone, into --reject, and the run goes on: no
+    --stopOnError, no --parseGrace (a cell its column's type cannot read refuses its line).
+  - CSV/TSV cells are strings unless typed (--columnsHaveTypes), or a key's or the
+    timestamp's (they take the key's type): numbers are not guessed but where auto() asks.
+  - Without --fields or --fieldFile the first CSV/TSV line is the header, --headerline or
+    not (mongoimport asks for one of the three).
+  - A dotted column name (a.b) is refused, not made a nested document: names are data.
+  - date(LAYOUT) reads Go layouts of 2006 01 02 15 04 05, a fraction (.000), a zone (Z07:00,
+    -07:00, Z0700, -0700), T and punctuation; date() alone reads RFC 3339. date_ms(),
+    date_oracle() and binary(base32) are refused.
+  - TSV cells may be quoted as CSV cells are (RFC 4180).
+  - The format defaults from the file's extension (.csv, .tsv), else JSON lines.
+  - Extended JSON v2 (canonical or relaxed) and v1's {\"$date\": MS}; no --legacy: v1's
+    {\"$binary\": .., \"$type\": ..} refuses its line, and {\"$regex\": .., \"$options\": ..}
+    is read as a document, not a regular expression.
+  - Exit status 1 for refused lines and 3 for a run the server stopped (mongoimport: 1 for
+    any failure). Not read: --drop, --stopOnError, --maintainInsertionOrder,
+    --numInsertionWorkers, --writeConcern, --bypassDocumentValidation, --legacy.";
+
 #[derive(Args)]
 pub(crate) struct IngestArgs {
     /// The input: a file, or - (the default) for stdin.
-    #[arg(value_name = "FILE", default_value = "-")]
-    pub(crate) input: PathBuf,
+    #[arg(value_name = "FILE")]
+    pub(crate) input: Option<PathBuf>,
+    /// The input, as mongoimport names it (instead of FILE).
+    #[arg(long = "file", value_name = "FILE", conflicts_with = "input")]
+    pub(crate) file: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) connect: ConnectArgs,
     #[command(flatten)]
     pub(crate) spec: SpecArgs,
-    /// The input's format: ndjson (one JSON object per line, Extended JSON for the types JSON
-    /// lacks), csv or tsv (a header line of field names, then one document per line). By
-    /// default, from the file's extension (.csv, .tsv), else ndjson.
-    #[arg(long, value_enum)]
+    /// The input's format: ndjson (or json: one JSON object per line, Extended JSON for the
+    /// types JSON lacks), csv or tsv (a header line of field names, or --fields, then one
+    /// document per record). By default, from the file's extension (.csv, .tsv), else ndjson.
+    #[arg(long, visible_alias = "type", value_enum)]
     pub(crate) format: Option<Format>,
+    /// The input is one JSON array of documents (read element by element, not whole), as
+    /// mongoexport --jsonArray writes it.
+    #[arg(long = "json-array", visible_alias = "jsonArray")]
+    pub(crate) json_array: bool,
+    /// CSV/TSV without a header line: the field names, comma-separated (typed as
+    /// NAME.TYPE() with --columnsHaveTypes).
+    #[arg(short = 'f', long, value_name = "NAME,...", value_delimiter = ',', conflicts_with_all = ["field_file", "headerline"])]
+    pub(crate) fields: Option<Vec<String>>,
+    /// CSV/TSV without a header line: the field names, one a line, in this file.
+    #[arg(
+        long = "field-file",
+        visible_alias = "fieldFile",
+        value_name = "FILE",
+        conflicts_with = "headerline"
+    )]
+    pub(crate) field_file: Option<PathBuf>,
+    /// The first CSV/TSV line is the header (so it is without --fields or --fieldFile).
+    #[arg(long, visible_alias = "header-line")]
+    pub(crate) headerline: bool,
+    /// The CSV/TSV field names carry their types, NAME.TYPE(ARG): string(), int32(), int64(),
+    /// double(), decimal(), boolean() (true/false/1/0), binary(hex|base64), date() (RFC
+    /// 3339), date(GO LAYOUT) such as date(2006-01-02 15:04:05), auto() (int32, int64,
+    /// double, else string).
+    #[arg(long = "columns-have-types", visible_alias = "columnsHaveTypes")]
+    pub(crate) columns_have_types: bool,
+    /// Leave an empty CSV/TSV cell out of its document (instead of an empty string, or a
+    /// refused line where its column's type cannot be empty).
+    #[arg(long = "ignore-blanks", visible_alias = "ignoreBlanks")]
+    pub(crate) ignore_blanks: bool,
+    /// Keep a line's `_id` that is not its derived id under this field (by default such a
+    /// line is refused: the document is stored under the derived id). A line that already
+    /// has the field is refused.
+    #[arg(long, value_name = "FIELD", value_parser = parse_keep_id)]
+    pub(crate) keep_id: Option<String>,
     /// merge: set the document's fields, keep the stored fields it lacks; replace: the stored
     /// document becomes the line's.
     #[arg(long, value_enum, default_value_t = Mode::Merge)]
@@ -261,13 +344,34 @@ pub(crate) struct IngestArgs {
     /// deletions are written in input order.
     #[arg(long, value_name = "N", default_value_t = natural_key_runtime::DEFAULT_BATCH_SIZE)]
     pub(crate) batch_size: usize,
+    /// How long one batch may go on retrying after transient errors (a lost connection, a busy
+    /// or unreachable server) before the run stops with exit status 3.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub(crate) retry_deadline: u64,
     /// Print the summary as one JSON object (and no progress bar).
     #[arg(long)]
     pub(crate) json: bool,
+    /// More on stderr: the settings, a line per batch instead of the progress bar, each
+    /// refused line.
+    #[arg(short, long, conflicts_with = "quiet")]
+    pub(crate) verbose: bool,
+    /// Nothing but errors on stderr and no summary line (--json still prints its object).
+    #[arg(long)]
+    pub(crate) quiet: bool,
+}
+
+impl IngestArgs {
+    /// The input's path; `-` is stdin.
+    pub(crate) fn path(&self) -> &std::path::Path {
+        let given = self.file.as_deref().or(self.input.as_deref());
+        given.unwrap_or(std::path::Path::new("-"))
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Format {
+    /// mongoimport's `json`: one document per line (or, with --jsonArray, one array).
+    #[value(alias = "json")]
     Ndjson,
     Csv,
     Tsv,

@@ -11,18 +11,19 @@ use natural_key_runtime::{AuditReport, Finding};
 
 use crate::args::AuditArgs;
 use crate::output::print;
-use crate::server::{connect, short};
+use crate::server::{connect, database, short};
 use crate::values::{Kind, KINDS};
 
 pub(crate) fn audit(args: AuditArgs) -> Result<ExitCode, String> {
     let spec = args.spec.spec()?;
+    let db = database(&args.connect)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    let report = runtime.block_on(run_audit(&args, &spec))?;
+    let report = runtime.block_on(run_audit(&args, &db, &spec))?;
     let over = exceeded(&report, &args.allow);
-    let namespace = format!("{}.{}", args.connect.db, args.connect.collection);
+    let namespace = format!("{db}.{}", args.connect.collection);
     if args.json {
         print(&json(&namespace, &report, &over).to_string())?;
     } else {
@@ -35,9 +36,9 @@ pub(crate) fn audit(args: AuditArgs) -> Result<ExitCode, String> {
     })
 }
 
-async fn run_audit(args: &AuditArgs, spec: &KeySpec) -> Result<AuditReport, String> {
+async fn run_audit(args: &AuditArgs, db_name: &str, spec: &KeySpec) -> Result<AuditReport, String> {
     let client = connect(&args.connect).await?;
-    let (db_name, collection) = (&args.connect.db, &args.connect.collection);
+    let collection = &args.connect.collection;
     let db = client.database(db_name);
     let unreachable =
         |e: mongodb::error::Error| format!("cannot reach the server of --uri: {}", short(&e));

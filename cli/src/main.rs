@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use args::{Cli, Command};
+use output::{Failure, EXIT_USAGE};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -32,7 +33,7 @@ fn main() -> ExitCode {
             let message = text.split("\n\n").next().unwrap_or("invalid arguments");
             let message = message.split_whitespace().collect::<Vec<_>>().join(" ");
             let message = message.strip_prefix("error: ").unwrap_or(&message);
-            return fail(&format!("{message} (see --help)"));
+            return fail(&format!("{message} (see --help)"), EXIT_USAGE);
         }
     };
     let secret = match &cli.command {
@@ -41,22 +42,22 @@ fn main() -> ExitCode {
         Command::Id(_) => None,
     };
     let result = match cli.command {
-        Command::Id(args) => id::id(args),
-        Command::Audit(args) => audit::audit(args),
+        Command::Id(args) => id::id(args).map_err(Failure::from),
+        Command::Audit(args) => audit::audit(args).map_err(Failure::from),
         Command::Ingest(args) => ingest::ingest(args),
     };
     match result {
         Ok(code) => code,
-        Err(message) => match secret {
-            Some(p) => fail(&message.replace(&p, "****")),
-            None => fail(&message),
+        Err(f) => match secret {
+            Some(p) => fail(&f.message.replace(&p, "****"), f.status),
+            None => fail(&f.message, f.status),
         },
     }
 }
 
-/// One line on stderr, exit status 2.
-fn fail(message: &str) -> ExitCode {
+/// One line on stderr, and the exit status.
+fn fail(message: &str, status: u8) -> ExitCode {
     let one_line = message.replace('\n', " ");
     let _ = writeln!(std::io::stderr(), "natural-key: error: {one_line}");
-    ExitCode::from(2)
+    ExitCode::from(status)
 }

@@ -84,6 +84,17 @@ fn check_field_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `--keep-id FIELD`: a name a document can hold at its top level, and not natural-key's own.
+pub(crate) fn parse_keep_id(arg: &str) -> Result<String, String> {
+    check_field_name(arg)?;
+    if arg.starts_with('$') || arg.contains('.') {
+        return Err(format!(
+            "`{arg}` cannot be a top-level field: no `$` in front, no `.`"
+        ));
+    }
+    Ok(arg.to_string())
+}
+
 pub(crate) fn parse_key_field(arg: &str) -> Result<KeyField, String> {
     let usage = "want NAME:TYPE[:OPTION]..., e.g. slug:str or lang:str:lowercase";
     let mut parts: Vec<&str> = arg.split(':').collect();

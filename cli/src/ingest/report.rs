@@ -8,7 +8,7 @@ use std::path::Path;
 use natural_key_runtime::{BatchReport, Error};
 
 use crate::args::IngestArgs;
-use crate::output::print;
+use crate::output::{note, print};
 
 /// A line that did not become a written document.
 pub(crate) struct Reject {
@@ -26,11 +26,13 @@ pub(crate) struct Rejects {
     first: Option<(u64, String)>,
     file: Option<std::io::BufWriter<File>>,
     error: Option<String>,
+    /// `--verbose`: each reject on stderr too.
+    verbose: bool,
 }
 
 impl Rejects {
     /// `--reject`'s file created (emptied) when given, before a line is read.
-    pub(crate) fn create(path: Option<&Path>) -> Result<Rejects, String> {
+    pub(crate) fn create(path: Option<&Path>, verbose: bool) -> Result<Rejects, String> {
         let file = match path {
             Some(path) => Some(std::io::BufWriter::new(
                 File::create(path)
@@ -43,11 +45,18 @@ impl Rejects {
             first: None,
             file,
             error: None,
+            verbose,
         })
     }
 
     pub(crate) fn add(&mut self, r: Reject) {
         self.count += 1;
+        if self.verbose {
+            note(&format!(
+                "line {} refused ({}): {}",
+                r.line, r.kind, r.reason
+            ));
+        }
         if self.first.as_ref().is_none_or(|(line, _)| r.line < *line) {
             self.first = Some((r.line, r.reason.clone()));
         }
@@ -89,15 +98,16 @@ pub(crate) struct Outcome {
     pub(crate) lines: u64,
 }
 
-/// The summary line (or JSON object) on stdout.
+/// The summary line (or JSON object) on stdout; with `--quiet`, only the JSON object.
 pub(crate) fn summarize(
     args: &IngestArgs,
+    db: &str,
     source: &str,
     outcome: &Outcome,
     rejects: &Rejects,
     seconds: f64,
 ) -> Result<(), String> {
-    let namespace = format!("{}.{}", args.connect.db, args.connect.collection);
+    let namespace = format!("{db}.{}", args.connect.collection);
     let r = &outcome.report;
     if args.json {
         let json = serde_json::json!({
@@ -121,6 +131,9 @@ pub(crate) fn summarize(
             "stopped_at_line": outcome.stopped.as_ref().map(|(line, _)| line),
         });
         return print(&json.to_string());
+    }
+    if args.quiet {
+        return Ok(());
     }
     let mut text = format!(
         "ingest of {source} into {namespace}: {} lines; {} inserted, {} updated, {} unchanged",

@@ -6,6 +6,7 @@
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use natural_key_runtime::spec::{KeySpec, SpecCollection};
 use natural_key_runtime::{BatchReport, ContentHash, Error, RetryPolicy};
@@ -14,7 +15,7 @@ use tokio::sync::mpsc::Receiver;
 use super::input::{read, Parsed, Source};
 use super::report::{Outcome, Reject, Rejects};
 use crate::args::IngestArgs;
-use crate::output::chain;
+use crate::output::{chain, note, Failure};
 use crate::server::connect;
 
 /// Parsed documents waiting for the writer: the reader runs this far ahead.
@@ -25,11 +26,12 @@ const READ_AHEAD: usize = 4096;
 /// `delete_stream`.
 pub(crate) async fn run(
     args: &IngestArgs,
+    db: &str,
     spec: KeySpec,
     source: Source,
     rejects: Arc<Mutex<Rejects>>,
-) -> Result<Outcome, String> {
-    let coll = open(args, spec).await?;
+) -> Result<Outcome, Failure> {
+    let coll = open(args, db, spec).await?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Parsed>(READ_AHEAD);
     let bytes_read = Arc::new(AtomicU64::new(0));
     let lines_read = Arc::new(AtomicU64::new(0));
@@ -42,12 +44,16 @@ pub(crate) async fn run(
     };
     let bar = progress_bar(args, size);
     let show = |r: &BatchReport| {
+        let counts = format!(
+            "{} inserted, {} updated, {} unchanged, {} deleted",
+            r.inserted, r.updated, r.unchanged, r.deleted
+        );
         if let Some(bar) = &bar {
             bar.set_position(bytes_read.load(Ordering::Relaxed));
-            bar.set_message(format!(
-                "{} inserted, {} updated, {} unchanged, {} deleted",
-                r.inserted, r.updated, r.unchanged, r.deleted
-            ));
+            bar.set_message(counts);
+        } else if args.verbose {
+            let lines = lines_read.load(Ordering::Relaxed);
+            note(&format!("{lines} lines read: {counts}"));
         }
     };
     let (report, checked, stopped) = write_all(&coll, args, rx, &rejects, &show).await;
@@ -61,7 +67,7 @@ pub(crate) async fn run(
     let identities = match (read, &stopped) {
         (Ok(identities), _) => identities,
         (Err(_), Some(_)) => Vec::new(),
-        (Err(e), None) => return Err(e),
+        (Err(e), None) => return Err(Failure::from(e)),
     };
     let pruned = match (args.prune, &stopped) {
         (true, None) => prune(&coll, args, identities, &rejects).await?,
@@ -76,17 +82,20 @@ pub(crate) async fn run(
     })
 }
 
-/// The collection of `--db` and `--collection`, opened through the spec.
-async fn open(args: &IngestArgs, spec: KeySpec) -> Result<SpecCollection, String> {
+/// The collection of `--db` and `--collection`, opened through the spec: a server that does
+/// not answer stops the run (exit status 3), anything else is a usage error.
+async fn open(args: &IngestArgs, db: &str, spec: KeySpec) -> Result<SpecCollection, Failure> {
     let client = connect(&args.connect).await?;
-    let db = client.database(&args.connect.db);
-    spec.open(&db, &args.connect.collection).await.map_err(|e| {
-        format!(
-            "cannot open {}.{}: {}",
-            args.connect.db,
-            args.connect.collection,
-            chain(&e)
-        )
+    let coll = &args.connect.collection;
+    spec.open(&client.database(db), coll).await.map_err(|e| {
+        let message = format!("cannot open {db}.{coll}: {}", chain(&e));
+        match e.is_transient() {
+            true => Failure::stopped(format!(
+                "{message}. Nothing was written: run the same command again once the server \
+                 answers"
+            )),
+            false => Failure::from(message),
+        }
     })
 }
 
@@ -129,8 +138,10 @@ async fn write_all(
     (report, checked, stopped)
 }
 
+/// A progress bar on a terminal, unless the summary is JSON or stderr is to be quiet (or, with
+/// `--verbose`, holds a line per batch instead).
 fn progress_bar(args: &IngestArgs, size: Option<u64>) -> Option<indicatif::ProgressBar> {
-    if !std::io::stderr().is_terminal() || args.json {
+    if !std::io::stderr().is_terminal() || args.json || args.quiet || args.verbose {
         return None;
     }
     let (bar, template) = match size {
@@ -261,16 +272,17 @@ async fn write_run(
         show(&sum);
     };
     let batch = args.batch_size.max(1);
+    let retry = RetryPolicy::default().deadline(Duration::from_secs(args.retry_deadline));
     let result = match delete {
         false => {
             let call = coll.upsert_stream(docs).mode(args.mode.into());
             let call = call.batch_size(batch).on_progress(progress);
-            call.retry(RetryPolicy::default()).await
+            call.retry(retry).await
         }
         true => {
             let call = coll.delete_stream(docs).batch_size(batch);
             let call = call.on_progress(progress);
-            call.retry(RetryPolicy::default()).await
+            call.retry(retry).await
         }
     };
     let (part, stop) = match result {
@@ -315,12 +327,14 @@ async fn prune(
     args: &IngestArgs,
     identities: Vec<ContentHash>,
     rejects: &Mutex<Rejects>,
-) -> Result<Option<u64>, String> {
+) -> Result<Option<u64>, Failure> {
     let refused = rejects.lock().map(|r| r.count).unwrap_or(1);
     if refused > 0 {
-        eprintln!(
-            "natural-key: --prune skipped: {refused} lines were refused; fix them and run again"
-        );
+        if !args.quiet {
+            note(&format!(
+                "--prune skipped: {refused} lines were refused; fix them and run again"
+            ));
+        }
         return Ok(None);
     }
     let call = coll
@@ -336,12 +350,12 @@ async fn prune(
             would_delete,
             stored,
             ..
-        }) => Err(format!(
+        }) => Err(Failure::from(format!(
             "--prune would delete {would_delete} of {stored} stored documents, more than \
              --max-prune-fraction {}; is the input the whole source? Nothing was deleted",
             args.max_prune_fraction
-        )),
-        Err(e) => Err(format!("--prune: {}", chain(&e))),
+        ))),
+        Err(e) => Err(Failure::from_error(format!("--prune: {}", chain(&e)), &e)),
     }
 }
 

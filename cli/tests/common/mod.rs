@@ -40,8 +40,19 @@ pub fn uri() -> String {
 
 /// Exit status 2 and one line on stderr, `natural-key: error: ...`, no panic or backtrace.
 pub fn assert_input_error(out: &Output, says: &str) {
+    assert_one_error_line(out, 2, says);
+}
+
+/// Exit status 3, the server stopped the run, and one line on stderr that says to run it
+/// again.
+pub fn assert_stopped(out: &Output, says: &str) {
+    assert_one_error_line(out, 3, says);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run the same command again"));
+}
+
+fn assert_one_error_line(out: &Output, status: i32, says: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert_eq!(out.status.code(), Some(status), "stderr: {stderr}");
     assert!(
         out.stdout.is_empty(),
         "stdout: {}",
