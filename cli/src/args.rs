@@ -8,7 +8,7 @@ use natural_key_runtime::spec::{KeyField, KeySpec, TimestampForm};
 use natural_key_runtime::{KeyValue, Scheme, WriteMode};
 
 use crate::values::{
-    leak, parse_allow, parse_keep_id, parse_key_field, parse_key_value, parse_timestamp_field, Kind,
+    parse_allow, parse_keep_id, parse_key_field, parse_key_value, parse_timestamp_field, Kind,
 };
 
 const ALLOW_HELP: &str = "Findings tolerated before the exit status turns 1: a comma-separated \
@@ -119,12 +119,12 @@ impl SpecArgs {
                 return Err(format!("field `{n}` is named twice in --key/--timestamp"));
             }
         }
-        let mut spec = KeySpec::new(scheme, leak(ts_name.clone())).timestamp_form(form);
+        let mut spec = KeySpec::new(scheme, ts_name).timestamp_form(form);
         for k in &self.keys {
             spec = spec.key(k.clone());
         }
         for f in &self.skip_hash {
-            spec = spec.skip_hash(leak(f.clone()));
+            spec = spec.skip_hash(f);
         }
         Ok(spec)
     }
@@ -162,9 +162,9 @@ impl SchemeArgs {
                             .into(),
                     );
                 }
-                Ok(Scheme::Default {
-                    namespace: leak(self.namespace.clone().unwrap_or_default()),
-                })
+                Ok(Scheme::with_namespace(
+                    self.namespace.as_deref().unwrap_or_default(),
+                ))
             }
             SchemeName::Joined => {
                 if self.namespace.is_some() {
@@ -173,10 +173,7 @@ impl SchemeArgs {
                         .into());
                 }
                 // No NUL check: an argument cannot hold one.
-                let separator = self.separator.clone().unwrap_or_else(|| ":".into());
-                Ok(Scheme::Joined {
-                    separator: leak(separator),
-                })
+                Ok(Scheme::joined_by(self.separator.as_deref().unwrap_or(":")))
             }
         }
     }

@@ -5,12 +5,6 @@
 use natural_key_runtime::spec::{KeyField, KeyKind, TimestampForm};
 use natural_key_runtime::KeyValue;
 
-/// `Scheme` holds `&'static str`, as a derive's literals are; the few strings of one run are
-/// leaked once, which ends with the process.
-pub(crate) fn leak(s: String) -> &'static str {
-    Box::leak(s.into_boxed_str())
-}
-
 const KEY_VALUE_FORMS: &str = "str:TEXT, int:DECIMAL, bool:true|false, bytes:HEX, \
                                uuid:8-4-4-4-12, objectid:24HEX or none";
 
@@ -62,7 +56,8 @@ pub(crate) fn parse_key_value(arg: &str) -> Result<KeyValue<'static>, String> {
     })
 }
 
-fn hex(s: &str) -> Option<Vec<u8>> {
+/// Hex digits as bytes (`bytes:` keys and `binary(hex)` columns).
+pub(crate) fn hex(s: &str) -> Option<Vec<u8>> {
     if !s.len().is_multiple_of(2) || !s.is_ascii() {
         return None;
     }
@@ -117,7 +112,7 @@ pub(crate) fn parse_key_field(arg: &str) -> Result<KeyField, String> {
         .map_err(|e| e.to_string())?;
     let name = parts.join(":");
     check_field_name(&name)?;
-    let mut field = KeyField::new(leak(name), kind);
+    let mut field = KeyField::new(name, kind);
     for option in options.into_iter().rev() {
         field = match option {
             "lowercase" | "nfc" if kind != KeyKind::Str => {

@@ -339,6 +339,58 @@ pub enum Scheme {
     },
 }
 
+impl Scheme {
+    /// [`Scheme::Default`] under a namespace known only at run time (read from configuration,
+    /// say). The text is interned: kept once per distinct text for the life of the process, so
+    /// a program that builds its schemes again and again keeps no more than the first time.
+    ///
+    /// ```
+    /// use natural_key_runtime::Scheme;
+    /// let configured = String::from("blog.post");
+    /// assert_eq!(Scheme::with_namespace(&configured), Scheme::Default { namespace: "blog.post" });
+    /// ```
+    pub fn with_namespace(namespace: &str) -> Scheme {
+        Scheme::Default {
+            namespace: intern(namespace),
+        }
+    }
+
+    /// [`Scheme::Joined`] with a separator known only at run time, interned as
+    /// [`with_namespace`](Scheme::with_namespace)'s namespace is.
+    ///
+    /// ```
+    /// use natural_key_runtime::Scheme;
+    /// assert_eq!(Scheme::joined_by(&String::from("|")), Scheme::Joined { separator: "|" });
+    /// ```
+    pub fn joined_by(separator: &str) -> Scheme {
+        Scheme::Joined {
+            separator: intern(separator),
+        }
+    }
+}
+
+/// `text` as a `&'static str`: the names of a key described at run time live as long as the
+/// derive's (which are literals), so that the scheme, the key sink and [`KeyError`] serve both.
+/// Each distinct text is kept once for the life of the process; a spec read again from the
+/// same configuration adds nothing.
+pub(crate) fn intern(text: &str) -> &'static str {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    match names.get(text) {
+        Some(name) => name,
+        None => {
+            let name: &'static str = Box::leak(text.into());
+            names.insert(name);
+            name
+        }
+    }
+}
+
 /// Receives the key fields of one document, in declaration order; generated code feeds it.
 /// Either hashes them (for ids) or, with `describe` set, writes them out as text (for error
 /// messages). The hasher lives inline, not behind an enum, so building and finishing a sink

@@ -12,7 +12,7 @@ use ulid::Ulid;
 
 use crate::content::ContentHash;
 use crate::error::{Error, SpecError};
-use crate::key::{check_timestamp, ulid_from, KeySink, KeyValue, Normalize, Scheme};
+use crate::key::{check_timestamp, intern, ulid_from, KeySink, KeyValue, Normalize, Scheme};
 use crate::names::RESERVED_PREFIX;
 
 /// The type of an identity key field, as the derive's key types are stored in BSON
@@ -157,10 +157,11 @@ pub struct KeyField {
 }
 
 impl KeyField {
-    /// A required field `name` of type `kind`.
-    pub fn new(name: &'static str, kind: KeyKind) -> Self {
+    /// A required field `name` of type `kind`. `name` may be read at run time (it is interned:
+    /// kept once per distinct name for the life of the process).
+    pub fn new(name: impl AsRef<str>, kind: KeyKind) -> Self {
         KeyField {
-            name,
+            name: intern(name.as_ref()),
             kind,
             normalize: Normalize::NONE,
             optional: false,
@@ -207,12 +208,19 @@ impl KeyField {
 /// document's fields derive, exactly as the derived type would (same [`Scheme`], same key
 /// values, same normalization); [`audit`](KeySpec::audit) audits a collection with it.
 ///
-/// Names and the scheme are `&'static str`, as in the derive and in [`KeyError`](crate::KeyError); a program
-/// that reads them at run time leaks them once (`Box::leak`), as the `natural-key` binary does.
+/// Names may come from configuration: they are taken as any `&str` or `String` and interned
+/// (kept once per distinct name for the life of the process, as the derive's literals are), as
+/// are a scheme's namespace or separator read at run time ([`Scheme::with_namespace`],
+/// [`Scheme::joined_by`]).
 ///
 /// ```
 /// use natural_key_runtime::spec::{KeyField, KeyKind, KeySpec};
 /// use natural_key_runtime::Scheme;
+/// let config = ("published_at".to_string(), vec!["slug".to_string(), "lang".to_string()]);
+/// let mut configured = KeySpec::new(Scheme::with_namespace(""), &config.0);
+/// for name in &config.1 {
+///     configured = configured.key(KeyField::new(name, KeyKind::Str));
+/// }
 /// let spec = KeySpec::new(Scheme::Default { namespace: "" }, "published_at")
 ///     .key(KeyField::new("slug", KeyKind::Str))
 ///     .key(KeyField::new("lang", KeyKind::Str));
@@ -223,6 +231,7 @@ impl KeyField {
 ///
 /// let missing = bson::rawdoc! { "slug": "hello-world", "published_at": 1_700_000_000_000i64 };
 /// assert_eq!(spec.derive(&missing).unwrap_err().to_string(), "field `lang` is missing");
+/// assert_eq!(configured, spec);
 /// # Ok::<(), natural_key_runtime::spec::SpecError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -237,11 +246,11 @@ pub struct KeySpec {
 impl KeySpec {
     /// A spec with no identity key yet; add them with [`key`](KeySpec::key), in declaration
     /// order. `timestamp` is the `#[key(timestamp)]` field.
-    pub fn new(scheme: Scheme, timestamp: &'static str) -> Self {
+    pub fn new(scheme: Scheme, timestamp: impl AsRef<str>) -> Self {
         KeySpec {
             scheme,
             keys: Vec::new(),
-            timestamp,
+            timestamp: intern(timestamp.as_ref()),
             form: TimestampForm::Any,
             skip_hash: Vec::new(),
         }
@@ -261,8 +270,8 @@ impl KeySpec {
 
     /// A `#[natural_key(skip_hash)]` field: left out when an audit compares the content of
     /// duplicates.
-    pub fn skip_hash(mut self, field: &'static str) -> Self {
-        self.skip_hash.push(field);
+    pub fn skip_hash(mut self, field: impl AsRef<str>) -> Self {
+        self.skip_hash.push(intern(field.as_ref()));
         self
     }
 

@@ -5,6 +5,7 @@ use natural_key_runtime::bson::{spec::BinarySubtype, Binary, Bson, DateTime, Dec
 use natural_key_runtime::spec::{KeyField, KeyKind};
 
 use super::layout::Layout;
+use crate::values::hex;
 
 /// A column's type: mongoimport's, where it maps onto a BSON type unambiguously.
 #[derive(Debug, Clone, PartialEq)]
@@ -194,15 +195,6 @@ fn auto(cell: &str) -> Bson {
     }
 }
 
-fn hex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) || !s.is_ascii() {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
-        .collect()
-}
 
 #[cfg(test)]
 mod tests {
