@@ -22,7 +22,7 @@ use std::path::Path;
 use natural_key::bson::{doc, DateTime};
 use natural_key::mongodb::{options::ClientOptions, Client};
 use natural_key::prelude::*;
-use natural_key::{Collection, Error, RetryPolicy};
+use natural_key::{Collection, Error};
 
 /// A blog post: identified by slug and language, ordered by its publication instant.
 #[derive(NaturalKey, Serialize, Deserialize, Clone, Debug)]
@@ -163,7 +163,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut rows = Vec::new();
     let (mut inserted, mut updated, mut unchanged) = (0, 0, 0);
     for post in &corpus {
-        let outcome = posts.upsert(post).retry(RetryPolicy::default()).await?;
+        let outcome = posts.upsert(post).await?;
         match outcome {
             UpsertOutcome::Inserted(_) => inserted += 1,
             UpsertOutcome::Updated(_) => updated += 1,
@@ -194,7 +194,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let report = posts
             .upsert_stream(stream)
             .batch_size(1000)
-            .retry(RetryPolicy::default())
             .on_progress(move |r| progress.set_position(r.processed()))
             .await?;
         bar.finish();

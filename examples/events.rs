@@ -14,7 +14,6 @@ mod common;
 use natural_key::bson::doc;
 use natural_key::mongodb::{options::ClientOptions, Client};
 use natural_key::prelude::*;
-use natural_key::RetryPolicy;
 
 /// Two identical clicks are two clicks: the id is random, created once with the value.
 #[derive(RandomId, Serialize, Deserialize, Clone, Debug)]
@@ -47,7 +46,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let first = clicks
         .insert_many(&batch)
-        .retry(RetryPolicy::default())
         .await?;
     println!(
         "first send:  {} inserted, {} already applied",
@@ -57,7 +55,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The acknowledgement was lost; the client sends the same events again.
     let again = clicks
         .insert_many(&batch)
-        .retry(RetryPolicy::default())
         .await?;
     println!(
         "resend:      {} inserted, {} already applied",
@@ -67,7 +64,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let one = &batch[0];
     println!(
         "single retry of one click: {}",
-        clicks.insert(one).retry(RetryPolicy::default()).await?
+        clicks.insert(one).await?
     );
 
     // An identical-looking click is a new event: it sits beside the others.

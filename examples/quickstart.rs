@@ -1,5 +1,5 @@
 use natural_key::prelude::*;
-use natural_key::{mongodb::Client, Collection, RetryPolicy};
+use natural_key::{mongodb::Client, Collection};
 
 #[derive(NaturalKey, Serialize, Deserialize)]
 struct Post {
@@ -28,7 +28,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("id {}", post.id()?); // same fields, same id, on every machine
     for _ in 0..2 {
         // First run: inserted, then unchanged (no write sent). Edit `body`: updated.
-        let outcome = post.upsert(&posts).retry(RetryPolicy::default()).await?;
+        // A lost reply or a failover is retried (the handle's RetryPolicy::default()).
+        let outcome = post.upsert(&posts).await?;
         println!("{outcome}");
     }
     Ok(())

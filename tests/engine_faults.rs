@@ -7,9 +7,9 @@
 //!
 //! With a `RetryPolicy` whose deadline covers the outage, every call ends `Ok` with exact
 //! outcomes, and the stored data is exactly the input: every document once, every edit stored,
-//! every relative operation applied once. Without one, the call ends promptly with a transient
+//! every relative operation applied once. With `RetryPolicy::none()`, the call ends promptly with a transient
 //! error, and running it again converges. Three kills per call, at different points. A silent
-//! engine ends a call at its policy's deadline (without one, `RetryPolicy::none()`'s 60 s).
+//! engine ends a call at its policy's deadline (60 s by default, `RetryPolicy::none()`'s too).
 //!
 //! On the cluster (`NK_DB_ENGINE=cluster`: DocumentDB on Citus, coordinator + 2 workers) the
 //! posts and items are hash-sharded on `_nk_identity` and the events on `_id`, so every batch
@@ -660,14 +660,17 @@ fn sale(k: usize) -> (String, OpId, Change) {
     (key.clone(), OpId::new(key, k as i64 + 1), change)
 }
 
-/// Without a policy, a call the kill cuts short ends promptly with a transient error, and
+/// With `RetryPolicy::none()`, a call the kill cuts short ends promptly with a transient error, and
 /// the same call run again once the engine is back converges.
 #[tokio::test(flavor = "multi_thread")]
 async fn without_a_policy_a_killed_call_ends_transient_and_a_rerun_converges() {
     let n = docs_n();
     let rig = rig("kills-nopolicy", 34).await;
     let docs = corpus(n);
-    let posts = Collection::<Post>::open(&rig.via, "posts").await.unwrap();
+    let posts = Collection::<Post>::open(&rig.via, "posts")
+        .retry(RetryPolicy::none())
+        .await
+        .unwrap();
     let mut seen = Vec::new();
     for (round, part) in rig.parts().into_iter().enumerate() {
         // One kill per round, at a different point each time.

@@ -476,8 +476,15 @@ async fn without_a_policy_every_throttle_is_transient() {
         ..Engine::none()
     };
     let (direct, db, _proxy) = through_engine("no_policy", engine, 9).await;
-    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
-    let clicks = Collection::<Click>::open(&db, "clicks").await.unwrap();
+    let none = RetryPolicy::none();
+    let posts = Collection::<Post>::open(&db, "posts")
+        .retry(none)
+        .await
+        .unwrap();
+    let clicks = Collection::<Click>::open(&db, "clicks")
+        .retry(none)
+        .await
+        .unwrap();
     let docs = corpus(20);
 
     let e = docs[0].upsert(&posts).await.unwrap_err();
@@ -582,7 +589,10 @@ async fn a_throttled_read_without_a_policy_is_a_throttle() {
         retry_after_ms: 7,
         ..Engine::none()
     });
-    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let posts = Collection::<Post>::open(&db, "posts")
+        .retry(RetryPolicy::none())
+        .await
+        .unwrap();
     let e = docs[0].upsert(&posts).await.unwrap_err();
     assert_eq!(e.kind(), "throttled", "{e:?}");
     assert_eq!(e.retry_after(), Some(Duration::from_millis(7)));
@@ -663,7 +673,10 @@ async fn overload_errors_are_sent_again_or_decided_by_their_labels() {
         ..Engine::none()
     });
     let fresh = corpus(1001).pop().unwrap();
-    let e = fresh.upsert(&posts).await.unwrap_err();
+    let e = fresh
+        .upsert(&posts.with_retry(RetryPolicy::none()))
+        .await
+        .unwrap_err();
     assert_eq!((e.kind(), e.is_transient()), ("throttled", true), "{e:?}");
     assert_eq!(stored_posts(&direct).await, docs);
 }

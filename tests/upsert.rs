@@ -607,6 +607,7 @@ async fn a_stopped_engine_is_a_transient_error_and_nothing_is_half_written() {
     let commands = support::Commands::default();
     let client = support::client_for(&uri, &commands).await;
     let coll = Collection::new(client.database("nk_stop").collection::<Post>("posts"))
+        .retry(RetryPolicy::none())
         .await
         .unwrap();
     let p = post("survivor", "v1");
@@ -993,4 +994,75 @@ async fn generic_save_runs_in_the_session_it_is_given() {
             "not in the session: {c}"
         );
     }
+}
+
+/// A handle retries out of the box: with every write's reply lost after the engine applied it,
+/// a call that names no policy still ends `Ok`, with the exact outcome, because the handle's
+/// policy (`RetryPolicy::default()`) retries and the retry finds its own write. A handle opened
+/// with `RetryPolicy::none()` returns the lost reply as a transient error; a call's own
+/// `.retry(...)` overrides its handle's.
+#[tokio::test]
+async fn a_handle_retries_out_of_the_box_and_a_call_overrides_it() {
+    let (db, _) = support::database("handle_policy").await;
+    let proxy = Proxy::start(proxy::upstream_addr(&support::uri()), Faults::none(), 11).await;
+    let through = support::client_for(&proxy.uri(), &support::Commands::default())
+        .await
+        .database(db.name());
+    let posts = Collection::<Post>::open(&through, "posts").await.unwrap();
+    assert_eq!(posts.retry_policy(), RetryPolicy::default());
+    let once = Collection::<Post>::open(&through, "posts")
+        .retry(RetryPolicy::none())
+        .await
+        .unwrap();
+    assert_eq!(once.retry_policy(), RetryPolicy::none());
+    proxy.set_faults(Faults {
+        drop_reply_after_apply: 1.0,
+        ..Faults::none()
+    });
+
+    let a = post("handle-a", "v1");
+    let outcome = posts.upsert(&a).await.unwrap();
+    assert_eq!(outcome, UpsertOutcome::Inserted(a.id().unwrap()));
+    let batch: Vec<Post> = (0..20)
+        .map(|i| post(&format!("handle-{i}"), "v1"))
+        .collect();
+    let report = posts.upsert_many(&batch).batch_size(7).await.unwrap();
+    assert_eq!(
+        (report.inserted, report.failures.len()),
+        (20, 0),
+        "{report:?}"
+    );
+
+    let b = post("handle-b", "v1");
+    let e = once.upsert(&b).await.unwrap_err();
+    assert!(e.is_transient(), "{e:?}");
+    let c = post("handle-c", "v1");
+    let e = posts
+        .upsert(&c)
+        .retry(RetryPolicy::none())
+        .await
+        .unwrap_err();
+    assert!(e.is_transient(), "{e:?}");
+    // The lost replies were applied: the handle's policy finds them, never a second copy.
+    let outcome = once.upsert(&b).retry(RetryPolicy::default()).await.unwrap();
+    assert_eq!(outcome, UpsertOutcome::Unchanged(b.id().unwrap()));
+    let edited = post("handle-b", "v2");
+    let outcome = posts
+        .with_retry(RetryPolicy::default())
+        .upsert(&edited)
+        .await
+        .unwrap();
+    assert_eq!(outcome, UpsertOutcome::Updated(b.id().unwrap()));
+    proxy.set_faults(Faults::none());
+    let stored = db
+        .collection::<Document>("posts")
+        .count_documents(doc! {})
+        .await
+        .unwrap();
+    assert_eq!(stored, 23);
+    assert!(
+        proxy.stats().replies_dropped > 0,
+        "{:?}",
+        proxy.stats().replies_dropped
+    );
 }

@@ -13,6 +13,7 @@ use crate::keyspec::KeySpec;
 use crate::names::{IDEMPOTENCY_FIELD, IDENTITY_FIELD};
 use crate::op::answer::{classify, index_over_duplicates, DUPLICATE_KEY_CODE, INTERNAL_ERROR};
 use crate::op::{self, IndexInfo, Placement, Target};
+use crate::retry::RetryPolicy;
 use crate::stored::struct_fields;
 use crate::traits::{IndexSpec, Indexes, NaturalKey};
 use crate::write::keyed::{prepare_raw, On};
@@ -43,6 +44,8 @@ pub struct Collection<T: Send + Sync> {
     pub(crate) target: Target,
     /// The type's stored field names (see `stored::struct_fields`).
     pub(crate) fields: Option<&'static [&'static str]>,
+    /// Every call's retry policy, unless the call sets its own.
+    pub(crate) retry: RetryPolicy,
 }
 
 impl<T: Send + Sync> Clone for Collection<T> {
@@ -51,6 +54,7 @@ impl<T: Send + Sync> Clone for Collection<T> {
             inner: self.inner.clone(),
             target: self.target.clone(),
             fields: self.fields,
+            retry: self.retry,
         }
     }
 }
@@ -69,6 +73,34 @@ impl<T: Send + Sync> Collection<T> {
     /// Whether write filters carry `_nk_identity` (the collection is sharded or partitioned).
     pub fn is_sharded(&self) -> bool {
         self.target.sharded
+    }
+
+    /// The retry policy of every call on this handle that sets none of its own
+    /// ([`OpenCollection::retry`](crate::OpenCollection::retry); by default
+    /// [`RetryPolicy::default`]).
+    pub fn retry_policy(&self) -> RetryPolicy {
+        self.retry
+    }
+
+    /// This handle with another default retry policy (a clone: handles are cheap). A call's
+    /// own `.retry(...)` still wins.
+    ///
+    /// ```no_run
+    /// # use natural_key::prelude::*;
+    /// # #[derive(NaturalKey, Serialize, Deserialize)]
+    /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64 }
+    /// # async fn f(posts: natural_key::Collection<Post>, post: Post) -> Result<(), natural_key::Error> {
+    /// use natural_key::RetryPolicy;
+    /// // A request handler that must answer within 2 s, whatever the engine does.
+    /// let fast = posts.with_retry(RetryPolicy::default().deadline(std::time::Duration::from_secs(2)));
+    /// fast.upsert(&post).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_retry(&self, policy: RetryPolicy) -> Self {
+        Collection {
+            retry: policy,
+            ..self.clone()
+        }
     }
 }
 
@@ -123,6 +155,7 @@ impl<T: Indexes + DeserializeOwned + Send + Sync> Collection<T> {
         coll: mongodb::Collection<T>,
         deployment: Option<Deployment>,
         sharded: Option<bool>,
+        retry: RetryPolicy,
     ) -> Result<Self, Error> {
         let target = open_target(
             coll.client(),
@@ -146,6 +179,7 @@ impl<T: Indexes + DeserializeOwned + Send + Sync> Collection<T> {
             inner: coll,
             target,
             fields,
+            retry,
         })
     }
 }
@@ -157,6 +191,7 @@ impl<T: NaturalKey + Send + Sync> Collection<T> {
             target: &self.target,
             spec: &(),
             fields: self.fields,
+            retry: self.retry,
         }
     }
 }
@@ -169,6 +204,7 @@ impl<T: NaturalKey + Send + Sync> Collection<T> {
 pub struct SpecCollection {
     spec: Arc<KeySpec>,
     pub(crate) target: Target,
+    retry: RetryPolicy,
 }
 
 impl SpecCollection {
@@ -178,6 +214,7 @@ impl SpecCollection {
         spec: KeySpec,
         coll: mongodb::Collection<bson::Document>,
         sharded: Option<bool>,
+        retry: RetryPolicy,
     ) -> Result<Self, Error> {
         let target = open_target(
             coll.client(),
@@ -191,6 +228,7 @@ impl SpecCollection {
         Ok(SpecCollection {
             spec: Arc::new(spec),
             target,
+            retry,
         })
     }
 
@@ -202,6 +240,22 @@ impl SpecCollection {
     /// Whether write filters carry `_nk_identity` (the collection is sharded or partitioned).
     pub fn is_sharded(&self) -> bool {
         self.target.sharded
+    }
+
+    /// The retry policy of every write on this handle that sets none of its own
+    /// ([`OpenSpecCollection::retry`](crate::spec::OpenSpecCollection::retry); by default
+    /// [`RetryPolicy::default`]).
+    pub fn retry_policy(&self) -> RetryPolicy {
+        self.retry
+    }
+
+    /// This handle with another default retry policy (a clone). A call's own `.retry(...)`
+    /// still wins.
+    pub fn with_retry(&self, policy: RetryPolicy) -> Self {
+        SpecCollection {
+            retry: policy,
+            ..self.clone()
+        }
     }
 
     /// Everything an upsert of `doc` checks before sending anything — its key fields, its
@@ -217,6 +271,7 @@ impl SpecCollection {
             target: &self.target,
             spec: &self.spec,
             fields: None,
+            retry: self.retry,
         }
     }
 }

@@ -88,7 +88,7 @@ pub trait Upsertable: Send + Sync + Sized {
     /// # #[derive(NaturalKey, Serialize, Deserialize)]
     /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64, body: String }
     /// # async fn f(posts: natural_key::Collection<Post>, post: Post) -> Result<(), natural_key::Error> {
-    /// match post.upsert(&posts).retry(natural_key::RetryPolicy::default()).await? {
+    /// match post.upsert(&posts).await? {
     ///     UpsertOutcome::Inserted(id) => println!("new post {id}"),
     ///     UpsertOutcome::Updated(id) => println!("edited {id}"),
     ///     UpsertOutcome::Unchanged(_) => {} // no write was sent
@@ -112,7 +112,7 @@ pub trait Upsertable: Send + Sync + Sized {
 ///     session: &mut natural_key::mongodb::ClientSession,
 /// ) -> Result<T::Outcome, Error> {
 ///     doc.upsert(coll)
-///         .retry(RetryPolicy::default())
+///         .retry(RetryPolicy::default().max_attempts(3))
 ///         .session(session)
 ///         .await
 /// }

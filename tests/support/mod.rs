@@ -107,7 +107,7 @@ pub fn db_shard_with(
 /// with each command document as it went on the wire.
 ///
 /// On a sharded collection each batch that inserts first reads the `_id`s it inserts where
-/// documents without `_nk_identity` live (`write::upsert::take_foreign_ids`): one `find`
+/// documents without `_nk_identity` live (`write::guard::take_foreign_ids`): one `find`
 /// that one-server suites do not count on. Those reads are counted apart
 /// ([`Commands::id_checks`]), so that the suites' command sequences hold on every engine.
 #[derive(Clone, Default)]

@@ -48,7 +48,7 @@ impl<T: NaturalKey + Send + Sync> Collection<T> {
     ///
     /// ```no_run
     /// # use natural_key::prelude::*;
-    /// use natural_key::{Change, OpId, RetryPolicy};
+    /// use natural_key::{Change, OpId};
     /// #[derive(NaturalKey, Serialize, Deserialize)]
     /// struct Item {
     ///     #[key] sku: String,
@@ -58,7 +58,6 @@ impl<T: NaturalKey + Send + Sync> Collection<T> {
     /// # async fn f(items: natural_key::Collection<Item>, item: Item) -> Result<(), natural_key::Error> {
     /// let outcome = items
     ///     .apply(item.id()?, OpId::new("order-1042", 1_764_000_000_000_i64), Change::new().inc("stock", -1))
-    ///     .retry(RetryPolicy::default())
     ///     .await?;
     /// println!("{outcome}"); // applied, or already_applied on a retry
     /// # Ok(()) }
@@ -70,7 +69,7 @@ impl<T: NaturalKey + Send + Sync> Collection<T> {
             op: op.into(),
             change,
             retain: DEFAULT_RETAINED_OPERATIONS,
-            retry: RetryPolicy::none(),
+            retry: self.retry,
             session: None,
         }
     }

@@ -36,7 +36,7 @@ impl<T: NaturalKey + Send + Sync> Collection<T> {
     /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64, body: String }
     /// # async fn f(posts: natural_key::Collection<Post>, post: Post) -> Result<(), natural_key::Error> {
     /// use natural_key::DeleteOutcome;
-    /// match posts.delete(&post).retry(natural_key::RetryPolicy::default()).await? {
+    /// match posts.delete(&post).await? {
     ///     DeleteOutcome::Deleted(id) => println!("deleted {id}"),
     ///     DeleteOutcome::NotFound(id) => println!("{id} was not stored"),
     ///     DeleteOutcome::Gone(id) => println!("{id} is gone (this call or another deleted it)"),
@@ -47,7 +47,7 @@ impl<T: NaturalKey + Send + Sync> Collection<T> {
         Delete {
             coll: self,
             doc,
-            retry: RetryPolicy::none(),
+            retry: self.retry,
             session: None,
         }
     }
@@ -143,7 +143,7 @@ impl<'a, T: Keyed, S> DeleteStream<'a, T, S> {
         DeleteStream {
             on,
             docs,
-            opts: Options::default(),
+            opts: Options::new(on.retry),
             session: None,
         }
     }

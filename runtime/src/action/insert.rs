@@ -29,7 +29,7 @@ impl<T: RandomId + Send + Sync> Collection<T> {
     /// # #[derive(RandomId, Serialize, Deserialize)]
     /// # struct Click { #[id] #[serde(rename = "_id")] id: Ulid, page: String }
     /// # async fn f(clicks: natural_key::Collection<Click>, click: Click) -> Result<(), natural_key::Error> {
-    /// match clicks.insert(&click).retry(natural_key::RetryPolicy::default()).await? {
+    /// match clicks.insert(&click).await? {
     ///     InsertOutcome::Inserted(_) => {}
     ///     InsertOutcome::AlreadyApplied(_) => {} // a retry whose first attempt landed
     /// }
@@ -40,7 +40,7 @@ impl<T: RandomId + Send + Sync> Collection<T> {
         Insert {
             coll: self,
             event,
-            retry: RetryPolicy::none(),
+            retry: self.retry,
             session: None,
         }
     }
@@ -88,7 +88,7 @@ impl<T: RandomId + Send + Sync> Collection<T> {
         InsertStream {
             coll: self,
             docs: events,
-            opts: Options::default(),
+            opts: Options::new(self.retry),
             session: None,
         }
     }

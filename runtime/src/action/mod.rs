@@ -93,10 +93,12 @@ where
 /// its policy).
 macro_rules! common_options {
     ($($retry:ident).+) => {
-        /// Retries transient failures (network, timeouts, elections) under `policy`. Safe:
-        /// a retry after a lost acknowledgement finds its own write. Without this call, a
-        /// transient error is returned at once (each attempt is still bounded by the
-        /// policy's [`attempt_timeout`](crate::RetryPolicy::attempt_timeout)).
+        /// Retries transient failures (network, timeouts, elections) under `policy` instead of
+        /// the handle's ([`OpenCollection::retry`](crate::OpenCollection::retry), by default
+        /// [`RetryPolicy::default`](crate::RetryPolicy::default)). Safe: a retry after a lost
+        /// acknowledgement finds its own write. [`RetryPolicy::none`](crate::RetryPolicy::none)
+        /// returns a transient error at once (each attempt is still bounded by the policy's
+        /// [`attempt_timeout`](crate::RetryPolicy::attempt_timeout)).
         pub fn retry(mut self, policy: crate::RetryPolicy) -> Self {
             self.$($retry).+ = policy;
             self

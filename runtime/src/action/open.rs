@@ -12,6 +12,7 @@ use crate::collection::{Collection, SpecCollection};
 use crate::deployment::Deployment;
 use crate::error::Error;
 use crate::keyspec::KeySpec;
+use crate::retry::RetryPolicy;
 use crate::traits::Indexes;
 
 impl<T: Send + Sync> Collection<T> {
@@ -29,6 +30,7 @@ impl<T: Send + Sync> Collection<T> {
             coll,
             deployment: None,
             sharded: None,
+            retry: RetryPolicy::default(),
             _t: PhantomData,
         }
     }
@@ -40,10 +42,37 @@ pub struct OpenCollection<T: Send + Sync> {
     coll: mongodb::Collection<T>,
     deployment: Option<Deployment>,
     sharded: Option<bool>,
+    retry: RetryPolicy,
     _t: PhantomData<fn() -> T>,
 }
 
 impl<T: Send + Sync> OpenCollection<T> {
+    /// The retry policy of every call on the handle that sets none of its own (default
+    /// [`RetryPolicy::default`]: up to 10 attempts within 60 s). A handle retries out of the
+    /// box because every natural-key write is safe to repeat: a retry after a lost reply finds
+    /// its own write, so a transient error (a failover, a dropped connection, a throttled
+    /// command) costs a wait, not a failed call. [`RetryPolicy::none`] makes every call one
+    /// attempt, for a caller that retries itself.
+    ///
+    /// ```no_run
+    /// # use natural_key::prelude::*;
+    /// # #[derive(NaturalKey, Serialize, Deserialize)]
+    /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64 }
+    /// # async fn f(db: natural_key::mongodb::Database, post: Post) -> Result<(), natural_key::Error> {
+    /// use std::time::Duration;
+    /// use natural_key::RetryPolicy;
+    /// let posts = natural_key::Collection::<Post>::open(&db, "posts")
+    ///     .retry(RetryPolicy::default().deadline(Duration::from_secs(300)))
+    ///     .await?;
+    /// posts.upsert(&post).await?; // retried for up to 5 minutes
+    /// posts.upsert(&post).retry(RetryPolicy::none()).await?; // this call: one attempt
+    /// # Ok(()) }
+    /// ```
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
     /// Uses a deployment already detected (say, by another handle on the same client:
     /// `other.deployment().clone()`) instead of asking the server again.
     pub fn deployment(mut self, deployment: Deployment) -> Self {
@@ -86,7 +115,12 @@ where
     type IntoFuture = BoxFuture<'static, Self::Output>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(Collection::opened(self.coll, self.deployment, self.sharded))
+        Box::pin(Collection::opened(
+            self.coll,
+            self.deployment,
+            self.sharded,
+            self.retry,
+        ))
     }
 }
 
@@ -112,6 +146,7 @@ impl KeySpec {
             spec: self.clone(),
             coll: db.collection(name),
             sharded: None,
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -122,6 +157,7 @@ pub struct OpenSpecCollection {
     spec: KeySpec,
     coll: mongodb::Collection<bson::Document>,
     sharded: Option<bool>,
+    retry: RetryPolicy,
 }
 
 impl OpenSpecCollection {
@@ -131,6 +167,13 @@ impl OpenSpecCollection {
         self.sharded = Some(sharded);
         self
     }
+
+    /// The retry policy of every write on the handle that sets none of its own, as
+    /// [`OpenCollection::retry`] (default [`RetryPolicy::default`]).
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
 }
 
 impl IntoFuture for OpenSpecCollection {
@@ -138,6 +181,11 @@ impl IntoFuture for OpenSpecCollection {
     type IntoFuture = BoxFuture<'static, Self::Output>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(SpecCollection::opened(self.spec, self.coll, self.sharded))
+        Box::pin(SpecCollection::opened(
+            self.spec,
+            self.coll,
+            self.sharded,
+            self.retry,
+        ))
     }
 }

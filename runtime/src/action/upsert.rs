@@ -37,7 +37,7 @@ impl<T: NaturalKey + Send + Sync> Collection<T> {
     /// # #[derive(NaturalKey, Serialize, Deserialize)]
     /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64, body: String }
     /// # async fn f(posts: natural_key::Collection<Post>, post: Post) -> Result<(), natural_key::Error> {
-    /// match posts.upsert(&post).retry(natural_key::RetryPolicy::default()).await? {
+    /// match posts.upsert(&post).await? {
     ///     UpsertOutcome::Inserted(id) => println!("new post {id}"),
     ///     UpsertOutcome::Updated(id) => println!("edited {id}"),
     ///     UpsertOutcome::Unchanged(_) => {} // no write was sent
@@ -49,7 +49,7 @@ impl<T: NaturalKey + Send + Sync> Collection<T> {
             coll: self,
             doc,
             mode: WriteMode::Merge,
-            retry: RetryPolicy::none(),
+            retry: self.retry,
             session: None,
         }
     }
@@ -184,7 +184,7 @@ impl<'a, T: Keyed, S> UpsertStream<'a, T, S> {
         UpsertStream {
             on,
             docs,
-            opts: Options::default(),
+            opts: Options::new(on.retry),
             mode: WriteMode::Merge,
             session: None,
         }

@@ -34,11 +34,12 @@ pub(crate) struct Options<'a> {
     pub(crate) progress: Option<Progress<'a>>,
 }
 
-impl Default for Options<'_> {
-    fn default() -> Self {
+impl Options<'_> {
+    /// The defaults of a batch call on a handle whose policy is `retry`.
+    pub(crate) fn new(retry: RetryPolicy) -> Self {
         Options {
             batch_size: DEFAULT_BATCH_SIZE,
-            retry: RetryPolicy::none(),
+            retry,
             progress: None,
         }
     }

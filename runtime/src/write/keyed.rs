@@ -12,6 +12,7 @@ use crate::content::ContentHash;
 use crate::error::Error;
 use crate::keyspec::KeySpec;
 use crate::op::Target;
+use crate::retry::RetryPolicy;
 use crate::stored::{Prepared, PreparedDelete};
 use crate::traits::{derive_key, NaturalKey};
 
@@ -121,6 +122,8 @@ pub(crate) struct On<'a, T: Keyed> {
     pub(crate) target: &'a Target,
     pub(crate) spec: &'a T::Spec,
     pub(crate) fields: Option<&'static [&'static str]>,
+    /// The handle's retry policy: every call's unless it sets its own.
+    pub(crate) retry: RetryPolicy,
 }
 
 impl<T: Keyed> Clone for On<'_, T> {
