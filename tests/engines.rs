@@ -468,6 +468,38 @@ async fn rekey_on_a_busy_engine_moves_each_document_once() {
     }
 }
 
+/// A write refused as inside a transaction the engine aborted (251 `NoSuchTransaction` with the
+/// label `TransientTransactionError`) ends the call at its first attempt, under the handle's
+/// default policy as under any: no attempt can succeed in a transaction that is gone, and the
+/// caller's transaction loop is what runs it again. Transient all the same, for that loop.
+#[tokio::test]
+async fn an_aborted_transaction_ends_the_call_at_once() {
+    let engine = Engine {
+        transaction_aborted: 1.0,
+        ..Engine::none()
+    };
+    let (direct, db, proxy) = through_engine("transaction_aborted", engine, 13).await;
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let docs = corpus(3);
+
+    let e = docs[0].upsert(&posts).await.unwrap_err();
+    assert!(e.is_transient(), "{e:?}");
+    let e = posts.upsert_many(&docs).await.unwrap_err();
+    assert!(e.is_transient(), "{e:?}");
+    let e = posts
+        .upsert(&docs[1])
+        .retry(RetryPolicy::default().max_attempts(5))
+        .await
+        .unwrap_err();
+    assert!(e.is_transient(), "{e:?}");
+    assert_eq!(
+        proxy.stats().transactions_aborted,
+        3,
+        "one attempt per call"
+    );
+    assert!(stored_posts(&direct).await.is_empty());
+}
+
 #[tokio::test]
 async fn without_a_policy_every_throttle_is_transient() {
     let engine = Engine {

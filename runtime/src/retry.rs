@@ -247,10 +247,15 @@ impl Attempts {
 
     /// After a failed attempt: `Ok(())` once the backoff (or the wait the engine named,
     /// [`Error::retry_after`], with jitter on top) has been slept and another attempt may
-    /// start; the error itself when it is permanent or the policy is exhausted. Each retry is
-    /// logged (tracing, WARN) with the attempt and the error.
+    /// start; the error itself when it is permanent, ended the transaction the call ran in, or
+    /// the policy is exhausted. Each retry is logged (tracing, WARN) with the attempt and the
+    /// error.
     pub(crate) async fn failed(&mut self, err: Error) -> Result<(), Error> {
-        if !err.is_transient() || self.spent || self.attempt >= self.policy.max_attempts {
+        if !err.is_transient()
+            || err.ends_transaction()
+            || self.spent
+            || self.attempt >= self.policy.max_attempts
+        {
             return Err(err);
         }
         self.wait(err, self.attempt).await?;

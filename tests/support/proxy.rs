@@ -131,6 +131,9 @@ pub struct Engine {
     /// `SystemOverloadedError` alone (which "does not mean that the operation can be safely
     /// retried": the `getMore` moved its cursor on).
     pub overload_after_apply: f64,
+    /// Refuse a write command whole as an engine does inside a transaction it aborted: 251
+    /// `NoSuchTransaction` with the label `TransientTransactionError`; never forwarded.
+    pub transaction_aborted: f64,
     /// Answer every `n`th `getMore` (0: none) with 43 `CursorNotFound`, as an engine that
     /// dropped the cursor (restarted, timed it out) does; never forwarded.
     pub lose_every_nth_get_more: u64,
@@ -207,6 +210,8 @@ pub struct Stats {
     pub overloaded: u64,
     /// Engine mode: write commands and `getMore`s run and answered 463 `SystemOverloadedError`.
     pub overloaded_after_apply: u64,
+    /// Engine mode: write commands refused as in an aborted transaction (251).
+    pub transactions_aborted: u64,
     /// Engine mode: commands applied and answered with 50.
     pub unknown_outcomes: u64,
     /// Engine mode: `hello` commands refused.
@@ -302,7 +307,8 @@ impl Shared {
             + engine.throttle_statements
             + engine.unknown_outcome
             + engine.overload
-            + engine.overload_after_apply;
+            + engine.overload_after_apply
+            + engine.transaction_aborted;
         let spent =
             engine.at_most > 0 && self.stats.lock().unwrap().engine_actions >= engine.at_most;
         if name == "getMore" && engine.lose_every_nth_get_more > 0 && !spent {
@@ -397,9 +403,20 @@ impl Shared {
                 Some(reply_to(msg, &overload_reply(true))),
             );
         }
-        if u < busy {
+        if u < busy - engine.transaction_aborted {
             self.bump(|s| s.overloaded_after_apply += 1);
             return (Rewrite::AfterApply(overload_reply(false)), None);
+        }
+        if u < busy {
+            self.bump(|s| s.transactions_aborted += 1);
+            let reply = doc! {
+                "ok": 0.0,
+                "errmsg": "Transaction with { txnNumber: 1 } has been aborted.",
+                "code": 251,
+                "codeName": "NoSuchTransaction",
+                "errorLabels": ["TransientTransactionError"],
+            };
+            return (Rewrite::Answered, Some(reply_to(msg, &reply)));
         }
         (Rewrite::None, None)
     }
@@ -531,7 +548,8 @@ impl Proxy {
             + engine.throttle_statements
             + engine.unknown_outcome
             + engine.overload
-            + engine.overload_after_apply;
+            + engine.overload_after_apply
+            + engine.transaction_aborted;
         assert!(
             (0.0..=1.0 + 1e-9).contains(&sum),
             "{engine:?}: not probabilities"

@@ -28,7 +28,22 @@ impl Error {
             _ => None,
         }
     }
+
+    /// Whether the engine aborted the transaction this call ran in (the driver's
+    /// `TransientTransactionError` label, which it sets only inside a transaction). Transient
+    /// for the caller — the whole transaction may succeed when run again — but no attempt of
+    /// this call can: its transaction is gone. So a retry policy returns it at once, and the
+    /// caller's transaction loop runs the transaction again.
+    pub(crate) fn ends_transaction(&self) -> bool {
+        match self {
+            Error::Transient(e) | Error::Database(e) => e.contains_label(TRANSACTION_ABORTED),
+            _ => false,
+        }
+    }
 }
+
+/// The label of an error that ended the transaction it ran in (transactions specification).
+const TRANSACTION_ABORTED: &str = "TransientTransactionError";
 
 /// Server error codes after which the same command may succeed, as the retryable-reads/writes
 /// specifications list them: not primary, node recovering or shutting down, host unreachable,
@@ -335,7 +350,7 @@ pub fn classify(e: mongodb::error::Error) -> Error {
         | ErrorKind::ServerSelection { .. } => true,
         _ => {
             e.contains_label("RetryableWriteError")
-                || e.contains_label("TransientTransactionError")
+                || e.contains_label(TRANSACTION_ABORTED)
                 || e.contains_label(OVERLOADED)
                 || e.contains_label(NOT_RUN[0])
                 || server_code(&e).is_some_and(transient_code)
