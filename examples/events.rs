@@ -44,28 +44,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
 
-    let first = clicks
-        .insert_many(&batch)
-        .await?;
+    let first = clicks.insert_many(&batch).await?;
     println!(
         "first send:  {} inserted, {} already applied",
         first.inserted, first.already_applied
     );
 
     // The acknowledgement was lost; the client sends the same events again.
-    let again = clicks
-        .insert_many(&batch)
-        .await?;
+    let again = clicks.insert_many(&batch).await?;
     println!(
         "resend:      {} inserted, {} already applied",
         again.inserted, again.already_applied
     );
 
     let one = &batch[0];
-    println!(
-        "single retry of one click: {}",
-        clicks.insert(one).await?
-    );
+    println!("single retry of one click: {}", clicks.insert(one).await?);
 
     // An identical-looking click is a new event: it sits beside the others.
     let twin = Click {

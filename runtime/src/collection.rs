@@ -75,7 +75,7 @@ impl<T: Send + Sync> Collection<T> {
         self.target.sharded
     }
 
-    /// The retry policy of every call on this handle that sets none of its own
+    /// The retry policy of every write on this handle that sets none of its own
     /// ([`OpenCollection::retry`](crate::OpenCollection::retry); by default
     /// [`RetryPolicy::default`]).
     pub fn retry_policy(&self) -> RetryPolicy {
@@ -185,7 +185,8 @@ impl<T: Indexes + DeserializeOwned + Send + Sync> Collection<T> {
 }
 
 impl<T: NaturalKey + Send + Sync> Collection<T> {
-    /// What every write of this handle's documents is given.
+    /// Where a builder's writes go and how they are keyed: a builder holds this, not the
+    /// handle, so one builder serves typed and run-time documents.
     pub(crate) fn on(&self) -> On<'_, T> {
         On {
             target: &self.target,
@@ -265,7 +266,7 @@ impl SpecCollection {
         prepare_raw(doc, &self.spec, &self.target).map(|p| p.id)
     }
 
-    /// What every write of this handle's documents is given.
+    /// As [`Collection::on`], for documents this handle's spec keys.
     pub(crate) fn on(&self) -> On<'_, RawDocumentBuf> {
         On {
             target: &self.target,

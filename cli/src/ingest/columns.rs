@@ -195,7 +195,6 @@ fn auto(cell: &str) -> Bson {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

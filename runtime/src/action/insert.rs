@@ -115,7 +115,7 @@ impl<'a, T: RandomId + Send + Sync> IntoFuture for Insert<'a, T> {
         let span = tracing::info_span!(
             "natural_key.insert",
             collection = %self.coll.target.namespace,
-            id = %self.event.id(),
+            id = tracing::field::Empty,
             outcome = tracing::field::Empty,
         );
         let coll = self.coll;

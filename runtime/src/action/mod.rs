@@ -3,9 +3,11 @@
 //! (`IntoFuture`) runs it. A builder holds options and nothing else: what a verb does lives in
 //! the write engine (`write/`) or in maintenance (`maintain/`).
 //!
-//! The builders of a typed [`Collection`](crate::Collection) and of a
-//! [`SpecCollection`](crate::spec::SpecCollection) are the same types, generic over the
-//! document ([`Keyed`](crate::Keyed)).
+//! The batch writes of a typed [`Collection`](crate::Collection) and of a
+//! [`SpecCollection`](crate::spec::SpecCollection) are the same builders ([`UpsertStream`],
+//! [`DeleteStream`]), generic over the document ([`Keyed`](crate::Keyed)); the verbs only a
+//! type has (a single write, events, `apply`, adopt, rekey) are typed, and audit and prune have a
+//! spec form each, sharing their setters.
 
 mod adopt;
 mod apply;
@@ -94,7 +96,7 @@ where
 macro_rules! common_options {
     ($($retry:ident).+) => {
         /// Retries transient failures (network, timeouts, elections) under `policy` instead of
-        /// the handle's ([`OpenCollection::retry`](crate::OpenCollection::retry), by default
+        /// the handle's (set when it was opened, by default
         /// [`RetryPolicy::default`](crate::RetryPolicy::default)). Safe: a retry after a lost
         /// acknowledgement finds its own write. [`RetryPolicy::none`](crate::RetryPolicy::none)
         /// returns a transient error at once (each attempt is still bounded by the policy's

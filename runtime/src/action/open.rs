@@ -47,7 +47,7 @@ pub struct OpenCollection<T: Send + Sync> {
 }
 
 impl<T: Send + Sync> OpenCollection<T> {
-    /// The retry policy of every call on the handle that sets none of its own (default
+    /// The retry policy of every write on the handle that sets none of its own (default
     /// [`RetryPolicy::default`]: up to 10 attempts within 60 s). A handle retries out of the
     /// box because every natural-key write is safe to repeat: a retry after a lost reply finds
     /// its own write, so a transient error (a failover, a dropped connection, a throttled

@@ -61,7 +61,7 @@ pub(crate) enum Refusal {
     /// A duplicate on one of the user's own unique indexes: permanent.
     UserIndex { index: String, key: String },
     /// A duplicate the engine did not attribute to an index (FerretDB 1.x names none): taken
-    /// as ours until a read shows that nothing of ours was in the way (see `upsert`).
+    /// as ours until a read shows that nothing of ours was in the way (see `write::guard`).
     Unnamed { message: String },
     /// The engine is busy and did not apply the statement (`op::answer::THROTTLE_CODES`): the send
     /// loop sends it again after the wait.

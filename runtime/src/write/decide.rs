@@ -313,7 +313,7 @@ mod model {
         Ulid(n)
     }
 
-    /// Runs one upsert through `decide` against the engine, like `upsert::upsert_batch` does
+    /// Runs one upsert through `decide` against the engine, like `guard::upsert_batch` does
     /// for a batch of one (a lost request or reply is a failed attempt, which the retry policy
     /// retries with the same memory), calling `interfere` once before its `at`th write.
     fn upsert(

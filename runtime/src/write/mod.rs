@@ -2,8 +2,11 @@
 //! [`Target`](crate::op::Target) (never on the user's handle, which sits above it).
 //!
 //! - [`batch`]: any input cut into batches, each written under the retry policy and counted.
-//! - [`upsert`]: the guarded upsert of a batch, in rounds of read → [`decide`] → write.
-//! - [`insert`]: insert-once of events.
+//! - [`keyed`]: how a document becomes what is sent — a type through its derive, a run-time
+//!   document through its `KeySpec` — the one place the typed and untyped APIs differ.
+//! - [`guard`]: the guarded upsert of a batch, in rounds of read → [`decide`] → write.
+//! - [`events`]: insert-once of events. [`by_key`]: deletes by key. [`relative`]: relative
+//!   updates, applied once per operation.
 //! - [`send`]: the one send loop every write command goes through (the maintenance writes
 //!   too): cut into commands, send, map refusals, check the write concern, place errors.
 //! - [`rounds`]: what the upsert and insert rounds share (their bound, the contention
