@@ -157,15 +157,7 @@ impl<T: Indexes + DeserializeOwned + Send + Sync> Collection<T> {
         sharded: Option<bool>,
         retry: RetryPolicy,
     ) -> Result<Self, Error> {
-        let target = open_target(
-            coll.client(),
-            coll.namespace(),
-            coll.write_concern(),
-            deployment,
-            sharded,
-            &T::index_models(),
-        )
-        .await?;
+        let target = open_target(&coll, deployment, sharded, &T::index_models()).await?;
         let fields = struct_fields::<T>();
         if fields.is_none() {
             tracing::warn!(
@@ -217,15 +209,8 @@ impl SpecCollection {
         sharded: Option<bool>,
         retry: RetryPolicy,
     ) -> Result<Self, Error> {
-        let target = open_target(
-            coll.client(),
-            coll.namespace(),
-            coll.write_concern(),
-            None,
-            sharded,
-            &[crate::traits::identity_index()],
-        )
-        .await?;
+        let indexes = [crate::traits::identity_index()];
+        let target = open_target(&coll, None, sharded, &indexes).await?;
         Ok(SpecCollection {
             spec: Arc::new(spec),
             target,
@@ -280,19 +265,17 @@ impl SpecCollection {
 /// What opening a collection for natural-key writes does, typed or not: learn the deployment
 /// (unless given), check the shard key, decide whether write filters carry `_nk_identity`
 /// (`sharded` as declared, else as found), and ensure `indexes`.
-pub(crate) async fn open_target(
-    client: &mongodb::Client,
-    ns: mongodb::Namespace,
-    write_concern: Option<&mongodb::options::WriteConcern>,
+async fn open_target<C: Send + Sync>(
+    coll: &mongodb::Collection<C>,
     deployment: Option<Deployment>,
     sharded: Option<bool>,
     indexes: &[IndexSpec],
 ) -> Result<Target, Error> {
     let deployment = match deployment {
         Some(d) => d,
-        None => Deployment::detect(client).await?,
+        None => Deployment::detect(coll.client()).await?,
     };
-    let write_concern = match write_concern {
+    let write_concern = match coll.write_concern() {
         Some(wc) => Some(
             bson::to_raw_document_buf(wc)
                 .map_err(Error::serialize::<mongodb::options::WriteConcern>)?,
@@ -300,7 +283,8 @@ pub(crate) async fn open_target(
         .filter(|d| !d.is_empty()),
         None => None,
     };
-    let db = client.database(&ns.db);
+    let ns = coll.namespace();
+    let db = coll.client().database(&ns.db);
     let mut target = Target::new(db, ns.coll, write_concern, deployment, false);
     let by_identity = check_shard_key(&target, indexes).await?;
     target.sharded = sharded.unwrap_or(target.deployment.is_sharded() || by_identity);
