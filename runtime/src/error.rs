@@ -47,6 +47,18 @@ pub enum KeyError {
         /// Its length in bytes.
         len: usize,
     },
+    /// The `#[natural_key(version)]` value does not fit the int64 that versions are stored and
+    /// compared as. It is never wrapped or clamped.
+    #[error(
+        "version `{field}` is {value}, outside the int64 range versions are compared in; \
+         fix the value"
+    )]
+    VersionOutOfRange {
+        /// The Rust field name.
+        field: &'static str,
+        /// The offending value (an instant in Unix milliseconds).
+        value: i128,
+    },
     /// A required key (an idempotency key, say) is `None`.
     #[error("key `{field}` is None; this key must be present")]
     Missing {
@@ -105,6 +117,25 @@ pub enum Error {
         stored_id: String,
         /// The id derived from the document now.
         derived_id: Ulid,
+        /// The identity key values, e.g. `slug="hello", lang="en"`.
+        key: String,
+    },
+
+    /// The stored document holds this document's version with other content: two contents
+    /// claim one version (like an idempotency key reused for another request). Which is right
+    /// cannot be told, so nothing was written; give the new content a higher version.
+    #[error(
+        "document {id} in `{collection}` (key {key}) is stored at version {version} with other \
+         content than this one of the same version; two contents cannot share a version. \
+         Nothing was written: give the new content a higher version, or write the stored one"
+    )]
+    VersionConflict {
+        /// `database.collection`.
+        collection: String,
+        /// The document's id.
+        id: Ulid,
+        /// The version both claim (`_nk_version`).
+        version: i64,
         /// The identity key values, e.g. `slug="hello", lang="en"`.
         key: String,
     },
@@ -584,7 +615,7 @@ impl Error {
 
     /// A short name of the variant, stable across releases: the `kind` label of the
     /// counters of the `metrics` module, and handy in logs. `key`, `key_fields`, `serialize`,
-    /// `immutable_key_changed`, `contention`, `write_failed`, `unique_index_violation`,
+    /// `immutable_key_changed`, `version_conflict`, `contention`, `write_failed`, `unique_index_violation`,
     /// `idempotency_key_reused`, `document_too_large`, `invalid_field_name`, `index_conflict`,
     /// `index_unavailable`, `shard_key_unsupported`, `shard_key_missing`, `timeout`,
     /// `rekey_target_taken`, `prune_skipped`, `prune_refused`, `concurrent_change`,
@@ -603,6 +634,7 @@ impl Error {
             Error::KeyFields(_) => "key_fields",
             Error::Serialize { .. } => "serialize",
             Error::ImmutableKeyChanged { .. } => "immutable_key_changed",
+            Error::VersionConflict { .. } => "version_conflict",
             Error::Contention { .. } => "contention",
             Error::WriteFailed { .. } => "write_failed",
             Error::UniqueIndexViolation { .. } => "unique_index_violation",

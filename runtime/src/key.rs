@@ -652,9 +652,81 @@ impl KeyTimestamp for jiff::Zoned {
     }
 }
 
+/// Checks a version against what `_nk_version` holds (an int64): never wrap or clamp.
+#[doc(hidden)]
+pub fn check_version(field: &'static str, value: i128) -> Result<i64, KeyError> {
+    i64::try_from(value).map_err(|_| KeyError::VersionOutOfRange { field, value })
+}
+
+/// A type that can be a document's version field (`#[natural_key(version)]`): an integer, or
+/// an instant of any type the timestamp key accepts (compared in Unix milliseconds, floored, as
+/// the timestamp key is: two instants within one millisecond are one version; use an integer
+/// version where finer order matters).
+///
+/// ```
+/// use natural_key_runtime::KeyVersion;
+/// assert_eq!(7u32.version(), 7);
+/// assert_eq!(natural_key_runtime::bson::DateTime::from_millis(1_500).version(), 1_500);
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a `#[natural_key(version)]` field",
+    label = "not a version: expected an integer, bson::DateTime, SystemTime, or a chrono/time/jiff instant",
+    note = "versions are compared as int64 (instants in Unix milliseconds); implement `natural_key::KeyVersion` for custom types"
+)]
+pub trait KeyVersion {
+    /// The version as a number: larger is newer. Range checking (int64) is the caller's.
+    fn version(&self) -> i128;
+}
+
+impl<T: KeyVersion + ?Sized> KeyVersion for &T {
+    fn version(&self) -> i128 {
+        (**self).version()
+    }
+}
+macro_rules! number_version {
+    ($($t:ty),*) => {$(
+        impl KeyVersion for $t {
+            fn version(&self) -> i128 { *self as i128 }
+        }
+    )*};
+}
+number_version!(i8, i16, i32, i64, i128, u8, u16, u32, u64);
+macro_rules! instant_version {
+    ($($(#[$cfg:meta])* $t:ty),*) => {$(
+        $(#[$cfg])*
+        impl KeyVersion for $t {
+            fn version(&self) -> i128 { KeyTimestamp::unix_millis(self) }
+        }
+    )*};
+}
+instant_version!(
+    bson::DateTime,
+    std::time::SystemTime,
+    #[cfg(feature = "time")] time::OffsetDateTime,
+    #[cfg(feature = "time")] time::UtcDateTime,
+    #[cfg(feature = "jiff")] jiff::Timestamp,
+    #[cfg(feature = "jiff")] jiff::Zoned
+);
+#[cfg(feature = "chrono")]
+impl<Tz: chrono::TimeZone> KeyVersion for chrono::DateTime<Tz> {
+    fn version(&self) -> i128 {
+        KeyTimestamp::unix_millis(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn versions_are_checked_never_wrapped() {
+        assert_eq!(check_version("v", u64::MAX as i128 / 2), Ok(i64::MAX));
+        assert_eq!(
+            check_version("v", u64::MAX.version()),
+            Err(KeyError::VersionOutOfRange { field: "v", value: u64::MAX as i128 })
+        );
+        assert_eq!(check_version("v", (-5i8).version()), Ok(-5));
+    }
 
     proptest::proptest! {
         /// The word-at-a-time check agrees with a plain search, for bytes that stress it

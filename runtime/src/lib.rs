@@ -38,7 +38,8 @@ pub use content::{canonical_hash, ContentHash, ParseContentHashError};
 pub use deployment::{Deployment, Engine, Limits};
 pub use error::{Error, ErrorChain, FieldNameProblem, KeyError};
 pub use key::{
-    compute_id, compute_identity, KeyPart, KeyTimestamp, KeyValue, Scheme, MAX_TIMESTAMP_MS,
+    compute_id, compute_identity, KeyPart, KeyTimestamp, KeyValue, KeyVersion, Scheme,
+    MAX_TIMESTAMP_MS,
 };
 pub use maintain::adoption::{AdoptReport, Candidate};
 pub use maintain::findings::{AuditReport, Finding};
@@ -94,7 +95,7 @@ pub mod __private {
     pub use crate::content::{
         content_hash_v2, name_head, ContentHasher, V1Field, V1Hashable, V1Unhashable,
     };
-    pub use crate::key::{check_timestamp, KeySink, Normalize, WriteKey};
+    pub use crate::key::{check_timestamp, check_version, KeySink, Normalize, WriteKey};
     /// What `Indexes::index_models` returns (the name generated code uses).
     pub use crate::traits::IndexSpec as IndexModel;
     pub use crate::traits::{idempotency_index, identity_index, Indexes};

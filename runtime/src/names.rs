@@ -36,6 +36,17 @@ pub(crate) const OP_KEY: &str = "o";
 pub(crate) const OP_TIME: &str = "t";
 pub(crate) const OP_HASH: &str = "h";
 
+/// Field holding a versioned document's version as an int64 (`#[natural_key(version)]`, a
+/// [`KeySpec`](crate::spec::KeySpec)'s version field): an integer version as it is, a timestamp
+/// version in Unix milliseconds. Write filters compare it, so it has one type whatever the
+/// version field's own stored form.
+pub const VERSION_FIELD: &str = "_nk_version";
+/// Field marking a tombstone: what a versioned delete leaves of a document (its `_id`,
+/// [`IDENTITY_FIELD`], [`VERSION_FIELD`] and this), so that a later write of a version at or
+/// below the deleted one is stale instead of bringing the document back. Holds the time of the
+/// deletion (a BSON date), by which tombstones are pruned.
+pub const DELETED_FIELD: &str = "_nk_deleted";
+
 /// The unique index on [`IDENTITY_FIELD`].
 pub(crate) const IDENTITY_INDEX: &str = "nk_identity";
 /// The unique index on [`IDEMPOTENCY_FIELD`].
@@ -79,6 +90,7 @@ mod tests {
             [LEGACY_IDS_FIELD, MOVED_TO_FIELD],
             ["_nk_legacy_ids", "_nk_moved_to"]
         );
+        assert_eq!([VERSION_FIELD, DELETED_FIELD], ["_nk_version", "_nk_deleted"]);
         assert_eq!(OUR_INDEXES, ["_id_", "nk_identity", "nk_idempotency"]);
         for name in [IDENTITY_FIELD, HASH_FIELD, WRITE_FIELD, IDEMPOTENCY_FIELD] {
             assert!(name.starts_with(RESERVED_PREFIX));

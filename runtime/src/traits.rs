@@ -41,6 +41,23 @@ pub trait NaturalKey: WriteKey + Indexes + Serialize {
         &[]
     }
 
+    /// The `#[natural_key(version)]` field as the int64 `_nk_version` stores, range-checked;
+    /// `None` for a type without one.
+    #[doc(hidden)]
+    fn __version(&self) -> Result<Option<i64>, KeyError> {
+        Ok(None)
+    }
+
+    /// The `#[natural_key(changed_at = "...")]` name: a field the engine sets to its clock
+    /// when a write changes the stored content.
+    #[doc(hidden)]
+    fn __changed_at_field() -> Option<&'static str>
+    where
+        Self: Sized,
+    {
+        None
+    }
+
     /// The `#[key(timestamp)]` field in Unix ms, range-checked.
     #[doc(hidden)]
     fn __timestamp_ms(&self) -> Result<u64, KeyError>;
