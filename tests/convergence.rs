@@ -271,6 +271,9 @@ impl WriterResult {
             UpsertOutcome::Inserted(_) => self.inserted += 1,
             UpsertOutcome::Updated(_) => self.updated += 1,
             UpsertOutcome::Unchanged(_) => self.unchanged += 1,
+            other => self
+                .errors
+                .push(format!("unexpected {other} (no version declared)")),
         }
     }
     fn count_insert(&mut self, o: InsertOutcome) {

@@ -10,7 +10,7 @@ use ulid::Ulid;
 use crate::deployment::Deployment;
 use crate::error::Error;
 use crate::keyspec::KeySpec;
-use crate::names::{IDEMPOTENCY_FIELD, IDENTITY_FIELD};
+use crate::names::{DELETED_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD};
 use crate::op::answer::{classify, index_over_duplicates, DUPLICATE_KEY_CODE, INTERNAL_ERROR};
 use crate::op::{self, IndexInfo, Placement, Target};
 use crate::retry::RetryPolicy;
@@ -105,12 +105,15 @@ impl<T: Send + Sync> Collection<T> {
 }
 
 impl<T: DeserializeOwned + Send + Sync> Collection<T> {
-    /// The stored document with this id, read from the primary.
+    /// The stored document with this id, read from the primary. A tombstone (what a versioned
+    /// delete leaves) is no document: `None`.
     pub async fn get(&self, id: Ulid) -> Result<Option<T>, Error> {
         self.read_one(doc! { "_id": id.to_string() }).await
     }
 
-    async fn read_one(&self, filter: Document) -> Result<Option<T>, Error> {
+    /// The one stored document `filter` finds, but a tombstone.
+    async fn read_one(&self, mut filter: Document) -> Result<Option<T>, Error> {
+        filter.insert(DELETED_FIELD, Bson::Null);
         let filter = RawDocumentBuf::from_document(&filter).map_err(Error::serialize::<T>)?;
         let mut once = self.target.once("get");
         let found: Vec<Document> = op::find(&self.target, filter, None, &mut once, None).await?;
@@ -128,7 +131,8 @@ impl<T: DeserializeOwned + Send + Sync> Collection<T> {
 
 impl<T: NaturalKey + DeserializeOwned + Send + Sync> Collection<T> {
     /// The stored document with `doc`'s identity (its key fields but the timestamp), read from
-    /// the primary: finds it even when `doc`'s timestamp key differs from the stored one.
+    /// the primary: finds it even when `doc`'s timestamp key differs from the stored one. A
+    /// tombstone is no document: `None`.
     pub async fn find_by_key(&self, doc: &T) -> Result<Option<T>, Error> {
         let identity = doc.identity()?.to_string();
         self.read_one(doc! { IDENTITY_FIELD: identity }).await

@@ -702,10 +702,14 @@ macro_rules! instant_version {
 instant_version!(
     bson::DateTime,
     std::time::SystemTime,
-    #[cfg(feature = "time")] time::OffsetDateTime,
-    #[cfg(feature = "time")] time::UtcDateTime,
-    #[cfg(feature = "jiff")] jiff::Timestamp,
-    #[cfg(feature = "jiff")] jiff::Zoned
+    #[cfg(feature = "time")]
+    time::OffsetDateTime,
+    #[cfg(feature = "time")]
+    time::UtcDateTime,
+    #[cfg(feature = "jiff")]
+    jiff::Timestamp,
+    #[cfg(feature = "jiff")]
+    jiff::Zoned
 );
 #[cfg(feature = "chrono")]
 impl<Tz: chrono::TimeZone> KeyVersion for chrono::DateTime<Tz> {
@@ -723,7 +727,10 @@ mod tests {
         assert_eq!(check_version("v", u64::MAX as i128 / 2), Ok(i64::MAX));
         assert_eq!(
             check_version("v", u64::MAX.version()),
-            Err(KeyError::VersionOutOfRange { field: "v", value: u64::MAX as i128 })
+            Err(KeyError::VersionOutOfRange {
+                field: "v",
+                value: u64::MAX as i128
+            })
         );
         assert_eq!(check_version("v", (-5i8).version()), Ok(-5));
     }

@@ -241,6 +241,8 @@ pub struct KeySpec {
     timestamp: &'static str,
     form: TimestampForm,
     skip_hash: Vec<&'static str>,
+    /// The version field and the form it is read in (`#[natural_key(version)]`).
+    version: Option<(&'static str, TimestampForm)>,
 }
 
 impl KeySpec {
@@ -253,6 +255,7 @@ impl KeySpec {
             timestamp: intern(timestamp.as_ref()),
             form: TimestampForm::Any,
             skip_hash: Vec::new(),
+            version: None,
         }
     }
 
@@ -273,6 +276,42 @@ impl KeySpec {
     pub fn skip_hash(mut self, field: impl AsRef<str>) -> Self {
         self.skip_hash.push(intern(field.as_ref()));
         self
+    }
+
+    /// The document's version field (a `#[natural_key(version)]`), read in `form`: an integer
+    /// ([`TimestampForm::Millis`] reads int32 and int64 as they are) or an instant in any form
+    /// the timestamp accepts, compared in Unix milliseconds. A write whose version is lower
+    /// than the stored one is [`Stale`](crate::UpsertOutcome::Stale) and writes nothing; every
+    /// document must hold the field.
+    ///
+    /// ```
+    /// use natural_key_runtime::spec::{KeyField, KeyKind, KeySpec, TimestampForm};
+    /// use natural_key_runtime::Scheme;
+    /// let spec = KeySpec::new(Scheme::Default { namespace: "" }, "published_at")
+    ///     .key(KeyField::new("slug", KeyKind::Str))
+    ///     .version("rev", TimestampForm::Millis);
+    /// let doc = bson::rawdoc! { "slug": "a", "published_at": 1_700_000_000_000i64, "rev": 7 };
+    /// assert_eq!(spec.version_of(&doc)?, Some(7));
+    /// assert_eq!(spec.version_field(), Some("rev"));
+    /// # Ok::<(), natural_key_runtime::spec::SpecError>(())
+    /// ```
+    pub fn version(mut self, field: impl AsRef<str>, form: TimestampForm) -> Self {
+        self.version = Some((intern(field.as_ref()), form));
+        self
+    }
+
+    /// The version field, if the spec has one.
+    pub fn version_field(&self) -> Option<&'static str> {
+        self.version.map(|(f, _)| f)
+    }
+
+    /// `doc`'s version as `_nk_version` stores it (`None` for a spec without a version field).
+    pub fn version_of(&self, doc: &RawDocument) -> Result<Option<i64>, SpecError> {
+        let Some((field, form)) = self.version else {
+            return Ok(None);
+        };
+        let value = instant(doc, field, form, "an integer (int32 or int64)")?;
+        Ok(Some(crate::key::check_version(field, value)?))
     }
 
     /// The identity key fields, in order.
@@ -308,42 +347,7 @@ impl KeySpec {
     }
 
     fn timestamp_ms(&self, doc: &RawDocument) -> Result<i128, SpecError> {
-        let field = self.timestamp;
-        let value = get(doc, field)?.ok_or(SpecError::Missing { field })?;
-        let wrong = |expected| SpecError::WrongType {
-            field,
-            expected,
-            found: type_name(&value),
-        };
-        let form = self.form;
-        let allows = |f: TimestampForm| form == TimestampForm::Any || form == f;
-        match value {
-            RawBsonRef::Int32(ms) if allows(TimestampForm::Millis) => Ok(ms.into()),
-            RawBsonRef::Int64(ms) if allows(TimestampForm::Millis) => Ok(ms.into()),
-            RawBsonRef::DateTime(d) if allows(TimestampForm::Date) => {
-                Ok(d.timestamp_millis().into())
-            }
-            RawBsonRef::String(s) if allows(TimestampForm::Rfc3339) => {
-                crate::rfc3339::rfc3339_millis(s).map_err(|e| SpecError::BadTimestamp {
-                    field,
-                    message: e.to_string(),
-                })
-            }
-            RawBsonRef::Document(d) if allows(TimestampForm::SystemTime) => system_time(d)
-                .ok_or_else(|| SpecError::BadTimestamp {
-                    field,
-                    message: "a document that is not {secs_since_epoch, nanos_since_epoch}".into(),
-                }),
-            _ => Err(wrong(match form {
-                TimestampForm::Any => {
-                    "Unix ms (int), a date, RFC 3339 text or {secs_since_epoch, nanos_since_epoch}"
-                }
-                TimestampForm::Millis => "Unix ms (int32 or int64)",
-                TimestampForm::Date => "a date",
-                TimestampForm::Rfc3339 => "RFC 3339 text",
-                TimestampForm::SystemTime => "{secs_since_epoch, nanos_since_epoch}",
-            })),
-        }
+        instant(doc, self.timestamp, self.form, "Unix ms (int32 or int64)")
     }
 
     /// The content hash natural-key stores for `doc` as a document without a Rust type
@@ -374,6 +378,49 @@ impl KeySpec {
             type_name: "a BSON document",
             message,
         })
+    }
+}
+
+/// The instant (or, for a version, the integer) `field` holds in `form`; `millis` names what
+/// [`TimestampForm::Millis`] reads.
+fn instant(
+    doc: &RawDocument,
+    field: &'static str,
+    form: TimestampForm,
+    millis: &'static str,
+) -> Result<i128, SpecError> {
+    let value = get(doc, field)?.ok_or(SpecError::Missing { field })?;
+    let wrong = |expected| SpecError::WrongType {
+        field,
+        expected,
+        found: type_name(&value),
+    };
+    let allows = |f: TimestampForm| form == TimestampForm::Any || form == f;
+    match value {
+        RawBsonRef::Int32(ms) if allows(TimestampForm::Millis) => Ok(ms.into()),
+        RawBsonRef::Int64(ms) if allows(TimestampForm::Millis) => Ok(ms.into()),
+        RawBsonRef::DateTime(d) if allows(TimestampForm::Date) => Ok(d.timestamp_millis().into()),
+        RawBsonRef::String(s) if allows(TimestampForm::Rfc3339) => {
+            crate::rfc3339::rfc3339_millis(s).map_err(|e| SpecError::BadTimestamp {
+                field,
+                message: e.to_string(),
+            })
+        }
+        RawBsonRef::Document(d) if allows(TimestampForm::SystemTime) => {
+            system_time(d).ok_or_else(|| SpecError::BadTimestamp {
+                field,
+                message: "a document that is not {secs_since_epoch, nanos_since_epoch}".into(),
+            })
+        }
+        _ => Err(wrong(match form {
+            TimestampForm::Any => {
+                "Unix ms (int), a date, RFC 3339 text or {secs_since_epoch, nanos_since_epoch}"
+            }
+            TimestampForm::Millis => millis,
+            TimestampForm::Date => "a date",
+            TimestampForm::Rfc3339 => "RFC 3339 text",
+            TimestampForm::SystemTime => "{secs_since_epoch, nanos_since_epoch}",
+        })),
     }
 }
 

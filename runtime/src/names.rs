@@ -90,7 +90,10 @@ mod tests {
             [LEGACY_IDS_FIELD, MOVED_TO_FIELD],
             ["_nk_legacy_ids", "_nk_moved_to"]
         );
-        assert_eq!([VERSION_FIELD, DELETED_FIELD], ["_nk_version", "_nk_deleted"]);
+        assert_eq!(
+            [VERSION_FIELD, DELETED_FIELD],
+            ["_nk_version", "_nk_deleted"]
+        );
         assert_eq!(OUR_INDEXES, ["_id_", "nk_identity", "nk_idempotency"]);
         for name in [IDENTITY_FIELD, HASH_FIELD, WRITE_FIELD, IDEMPOTENCY_FIELD] {
             assert!(name.starts_with(RESERVED_PREFIX));

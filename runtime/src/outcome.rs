@@ -15,14 +15,21 @@ use crate::error::Error;
 /// writers, `Inserted` counts the documents created (docs/reliability.md, "Outcomes that are
 /// exactly true").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum UpsertOutcome {
     /// This call stored a new document (perhaps in an attempt whose reply was lost).
     Inserted(Ulid),
     /// This call's write changed the stored document's content.
     Updated(Ulid),
     /// The stored content hash equals the new one, and this call did not store it: nothing was
-    /// sent for it, or what was sent found it already stored.
+    /// sent for it, or what was sent found it already stored. For a versioned document, also
+    /// a newer version of the same content: only its version was written.
     Unchanged(Ulid),
+    /// A versioned document whose stored version is newer than this one (or a tombstone at
+    /// or above it: deleted at a newer version). Nothing was written — or, if a lost reply hid
+    /// that this call's write landed, it has been overwritten by the newer one since. Never
+    /// an error: an older version arriving late is what order-safe writes are for.
+    Stale(Ulid),
 }
 
 /// What an insert-once write of an event did.
@@ -46,7 +53,11 @@ pub enum InsertOutcome {
 /// from another writer's delete of the same document: the document is gone either way and
 /// leaves no trace of who deleted it. Then the outcome says so, [`DeleteOutcome::Gone`], and
 /// is never a false `NotFound` for the call that deleted it.
+///
+/// A versioned delete (a type with `#[natural_key(version)]`) leaves a tombstone and is exact
+/// across lost replies: its tombstone carries the call's token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DeleteOutcome {
     /// This call deleted the stored document.
     Deleted(Ulid),
@@ -56,6 +67,9 @@ pub enum DeleteOutcome {
     /// lost (or did not say which of a command's documents it deleted): this call or another
     /// writer deleted it.
     Gone(Ulid),
+    /// A versioned delete older than the stored version: the stored document is newer than
+    /// the deletion, and nothing was written.
+    Stale(Ulid),
 }
 
 impl DeleteOutcome {
@@ -68,18 +82,20 @@ impl DeleteOutcome {
     /// ```
     pub fn id(&self) -> Ulid {
         match *self {
-            DeleteOutcome::Deleted(id) | DeleteOutcome::NotFound(id) | DeleteOutcome::Gone(id) => {
-                id
-            }
+            DeleteOutcome::Deleted(id)
+            | DeleteOutcome::NotFound(id)
+            | DeleteOutcome::Gone(id)
+            | DeleteOutcome::Stale(id) => id,
         }
     }
 
-    /// `"deleted"`, `"not_found"` or `"gone"`.
+    /// `"deleted"`, `"not_found"`, `"gone"` or `"stale"`.
     pub fn as_str(&self) -> &'static str {
         match self {
             DeleteOutcome::Deleted(_) => "deleted",
             DeleteOutcome::NotFound(_) => "not_found",
             DeleteOutcome::Gone(_) => "gone",
+            DeleteOutcome::Stale(_) => "stale",
         }
     }
 }
@@ -102,6 +118,7 @@ impl Counted for DeleteOutcome {
             DeleteOutcome::Deleted(_) => r.deleted += 1,
             DeleteOutcome::NotFound(_) => r.not_found += 1,
             DeleteOutcome::Gone(_) => r.gone += 1,
+            DeleteOutcome::Stale(_) => r.stale += 1,
         }
     }
 }
@@ -118,16 +135,18 @@ impl UpsertOutcome {
         match *self {
             UpsertOutcome::Inserted(id)
             | UpsertOutcome::Updated(id)
-            | UpsertOutcome::Unchanged(id) => id,
+            | UpsertOutcome::Unchanged(id)
+            | UpsertOutcome::Stale(id) => id,
         }
     }
 
-    /// `"inserted"`, `"updated"` or `"unchanged"`.
+    /// `"inserted"`, `"updated"`, `"unchanged"` or `"stale"`.
     pub fn as_str(&self) -> &'static str {
         match self {
             UpsertOutcome::Inserted(_) => "inserted",
             UpsertOutcome::Updated(_) => "updated",
             UpsertOutcome::Unchanged(_) => "unchanged",
+            UpsertOutcome::Stale(_) => "stale",
         }
     }
 }
@@ -183,8 +202,12 @@ pub struct BatchReport {
     pub inserted: u64,
     /// Stored documents whose content changed.
     pub updated: u64,
-    /// Documents whose stored content hash already matched: no write sent for them.
+    /// Documents whose stored content hash already matched: no write sent for them (or, for a
+    /// versioned document, only its newer version).
     pub unchanged: u64,
+    /// (versioned documents and deletes) older than the stored version: nothing written
+    /// ([`UpsertOutcome::Stale`], [`DeleteOutcome::Stale`]).
+    pub stale: u64,
     /// (events) already stored — retries whose first attempt landed.
     pub already_applied: u64,
     /// (deletes) documents this call deleted ([`DeleteOutcome::Deleted`]).
@@ -207,6 +230,7 @@ impl BatchReport {
         self.inserted
             + self.updated
             + self.unchanged
+            + self.stale
             + self.already_applied
             + self.deleted
             + self.not_found
@@ -243,6 +267,7 @@ impl Counted for UpsertOutcome {
             UpsertOutcome::Inserted(_) => r.inserted += 1,
             UpsertOutcome::Updated(_) => r.updated += 1,
             UpsertOutcome::Unchanged(_) => r.unchanged += 1,
+            UpsertOutcome::Stale(_) => r.stale += 1,
         }
     }
 }

@@ -9,7 +9,10 @@ use ulid::Ulid;
 
 use crate::content::{canonical_hash, ContentHash};
 use crate::error::{Error, FieldNameProblem};
-use crate::names::{HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, RESERVED_PREFIX, WRITE_FIELD};
+use crate::names::{
+    DELETED_FIELD, HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, RESERVED_PREFIX, VERSION_FIELD,
+    WRITE_FIELD,
+};
 use crate::op::command::delete_one;
 use crate::op::Target;
 use crate::traits::{NaturalKey, RandomId};
@@ -33,6 +36,11 @@ pub(crate) struct Prepared {
     pub(crate) update_body: Option<RawDocumentBuf>,
     /// Those fields' stored names.
     pub(crate) relative: &'static [&'static str],
+    /// The version (`_nk_version`, in `body`) of a versioned document.
+    pub(crate) version: Option<i64>,
+    /// A tombstone: what a versioned delete stores in place of the document (`body` holds the
+    /// identity, version and time of deletion; `hash` is empty).
+    pub(crate) tombstone: bool,
 }
 
 impl Prepared {
@@ -48,10 +56,14 @@ impl Prepared {
         let (id, digest) = crate::traits::derive_key(doc)?;
         let identity = crate::content::ContentHash(digest).to_string();
         let hash = doc.content_hash()?.to_string();
+        let version = doc.__version()?;
         let mut body = bson::to_raw_document_buf(doc).map_err(Error::serialize::<T>)?;
         check_names(&body, OwnId::Derived).map_err(|e| e.into_error::<T>(target, id))?;
         body.append(IDENTITY_FIELD, identity.as_str());
         body.append(HASH_FIELD, hash.as_str());
+        if let Some(v) = version {
+            body.append(VERSION_FIELD, v);
+        }
         check_size(target, id, body.as_bytes().len() + ID_BYTES + TOKEN_BYTES)?;
         let relative = T::__relative_fields();
         let update_body = (!relative.is_empty())
@@ -69,6 +81,8 @@ impl Prepared {
             body,
             update_body,
             relative,
+            version,
+            tombstone: false,
         })
     }
 }
@@ -82,6 +96,7 @@ impl Prepared {
         id: Ulid,
         identity: ContentHash,
         hash: ContentHash,
+        version: Option<i64>,
         doc: &RawDocument,
         target: &Target,
     ) -> Result<Self, Error> {
@@ -103,6 +118,9 @@ impl Prepared {
         let hash = hash.to_string();
         body.append(IDENTITY_FIELD, identity.as_str());
         body.append(HASH_FIELD, hash.as_str());
+        if let Some(v) = version {
+            body.append(VERSION_FIELD, v);
+        }
         check_size(target, id, body.as_bytes().len() + ID_BYTES + TOKEN_BYTES)?;
         Ok(Prepared {
             id,
@@ -112,7 +130,31 @@ impl Prepared {
             body,
             update_body: None,
             relative: &[],
+            version,
+            tombstone: false,
         })
+    }
+
+    /// The tombstone a delete at `version` leaves of the document `id`/`identity`: no body,
+    /// no content hash; the time of deletion by the client's clock, for pruning by age (an
+    /// insert cannot take the engine's).
+    pub(crate) fn tombstone(id: Ulid, identity: ContentHash, version: i64) -> Self {
+        let identity = identity.to_string();
+        let mut body = RawDocumentBuf::new();
+        body.append(IDENTITY_FIELD, identity.as_str());
+        body.append(VERSION_FIELD, version);
+        body.append(DELETED_FIELD, bson::DateTime::now());
+        Prepared {
+            id,
+            id_text: id.to_string(),
+            identity,
+            hash: String::new(),
+            body,
+            update_body: None,
+            relative: &[],
+            version: Some(version),
+            tombstone: true,
+        }
     }
 }
 
@@ -404,11 +446,20 @@ pub(crate) struct PreparedDelete {
     /// `{q: {_id, _nk_identity}, limit: 1}`: the identity is the shard key natural-key asks
     /// for, so on a sharded collection the statement goes to one shard.
     pub(crate) statement: RawDocumentBuf,
+    /// A versioned delete's tombstone, written through the guarded upsert in place of the
+    /// statement.
+    pub(crate) tombstone: Option<Prepared>,
 }
 
 impl PreparedDelete {
-    pub(crate) fn new(id: Ulid, identity: ContentHash) -> Result<Self, Error> {
+    /// `version`: the deleted document's version, for a versioned type.
+    pub(crate) fn new(
+        id: Ulid,
+        identity: ContentHash,
+        version: Option<i64>,
+    ) -> Result<Self, Error> {
         let id_text = id.to_string();
+        let tombstone = version.map(|v| Prepared::tombstone(id, identity, v));
         let identity = identity.to_string();
         let statement = delete_one(doc! { "_id": &id_text, IDENTITY_FIELD: &identity })?;
         Ok(PreparedDelete {
@@ -416,6 +467,7 @@ impl PreparedDelete {
             id_text,
             identity,
             statement,
+            tombstone,
         })
     }
 }

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::answer::{classify, overloaded, server_code, throttle, CURSOR_NOT_FOUND};
 use super::{encode, parse, Session, Target};
 use crate::error::Error;
-use crate::names::{HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
+use crate::names::{DELETED_FIELD, HASH_FIELD, IDENTITY_FIELD, VERSION_FIELD, WRITE_FIELD};
 use crate::retry::Attempts;
 
 /// What the guard reads of a stored [`NaturalKey`](crate::NaturalKey) document, under the
@@ -19,17 +19,28 @@ pub(crate) struct StoredIdentity {
     pub(crate) identity: Option<Bson>,
     pub(crate) hash: Option<Bson>,
     pub(crate) token: Option<Bson>,
+    /// `_nk_version`, for a versioned document.
+    pub(crate) version: Option<Bson>,
+    /// A tombstone (`_nk_deleted` set).
+    pub(crate) deleted: bool,
 }
 
 impl StoredIdentity {
-    pub(crate) const PROJECTION: &'static [&'static str] =
-        &["_id", IDENTITY_FIELD, HASH_FIELD, WRITE_FIELD];
+    pub(crate) const PROJECTION: &'static [&'static str] = &[
+        "_id",
+        IDENTITY_FIELD,
+        HASH_FIELD,
+        WRITE_FIELD,
+        VERSION_FIELD,
+        DELETED_FIELD,
+    ];
 
     /// Read off a row as the engine sent it: four fields, no `Document` tree in between.
     /// `Err` for a row that is not BSON or has no `_id`; a field of ours that is `null` is
     /// taken as absent.
     pub(crate) fn of_row(row: &RawDocument) -> Result<Self, String> {
         let (mut id, mut identity, mut hash, mut token) = (None, None, None, None);
+        let (mut version, mut deleted) = (None, None);
         // One pass over the row (a lookup by name walks it from the start each time); the
         // first of a repeated name counts, as for a lookup.
         for element in row {
@@ -39,6 +50,8 @@ impl StoredIdentity {
                 IDENTITY_FIELD => &mut identity,
                 HASH_FIELD => &mut hash,
                 WRITE_FIELD => &mut token,
+                VERSION_FIELD => &mut version,
+                DELETED_FIELD => &mut deleted,
                 _ => continue,
             };
             if slot.is_none() {
@@ -51,6 +64,8 @@ impl StoredIdentity {
             identity: ours(identity),
             hash: ours(hash),
             token: ours(token),
+            version: ours(version),
+            deleted: ours(deleted).is_some(),
         })
     }
 }

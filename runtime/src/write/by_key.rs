@@ -16,15 +16,17 @@ use bson::RawDocumentBuf;
 use mongodb::ClientSession;
 
 use super::batch::{Item, Outcomes, Writer};
+use super::guard::{upsert_batch, Ledger, UpsertCall};
 use super::keyed::{Keyed, On};
+use super::mode::WriteMode;
 use super::rounds::{or_contention, MAX_ROUNDS};
 use super::send::{send, Verdict};
 use crate::error::Error;
 use crate::names::IDENTITY_FIELD;
 use crate::op::{self, Command, Session, Target};
-use crate::outcome::DeleteOutcome;
+use crate::outcome::{DeleteOutcome, UpsertOutcome};
 use crate::retry::Attempts;
-use crate::stored::{id_text, PreparedDelete};
+use crate::stored::{id_text, Prepared, PreparedDelete};
 
 /// The batch runner's writer for deletes: the call's session, and what the attempts of the
 /// current batch left unsettled (a retry after a lost reply must not call `NotFound` what the
@@ -34,6 +36,9 @@ pub(crate) struct DeleteWriter<'a, T: Keyed> {
     session: Option<&'a mut ClientSession>,
     /// Per item of the current batch: a delete of it went out and no reply settled it.
     unsettled: Option<Vec<bool>>,
+    /// A versioned batch's token and what its attempts sent (its tombstones go through the
+    /// guarded upsert).
+    ledger: Option<Ledger>,
 }
 
 impl<'a, T: Keyed> DeleteWriter<'a, T> {
@@ -42,6 +47,7 @@ impl<'a, T: Keyed> DeleteWriter<'a, T> {
             on,
             session,
             unsettled: None,
+            ledger: None,
         }
     }
 }
@@ -59,15 +65,46 @@ where
         batch: &[Item<PreparedDelete, D>],
         tries: &mut Attempts,
     ) -> Result<Outcomes<DeleteOutcome>, Error> {
+        let spec = self.on.spec;
+        let describe = |k: usize| batch[k].doc.borrow().describe(spec);
+        // A type is versioned or not as a whole: so is each of its batches.
+        let tombstones: Option<Vec<&Prepared>> = batch
+            .iter()
+            .map(|i| i.prepared.tombstone.as_ref())
+            .collect();
+        if let Some(tombstones) = tombstones.filter(|t| !t.is_empty()) {
+            let ledger = match &mut self.ledger {
+                Some(l) if tries.is_retry() => l,
+                slot => slot.insert(Ledger::new(batch.len())),
+            };
+            let call = UpsertCall {
+                target: self.on.target,
+                mode: WriteMode::Replace,
+                fields: None,
+                describe: &describe,
+                other_hash: &|_| None,
+            };
+            let session = self.session.as_deref_mut();
+            let results = upsert_batch(&call, &tombstones, false, ledger, tries, session).await?;
+            return Ok(results.into_iter().map(|r| r.map(deleted)).collect());
+        }
         let unsettled = match &mut self.unsettled {
             Some(u) if tries.is_retry() => u,
             slot => slot.insert(vec![false; batch.len()]),
         };
         let items: Vec<&PreparedDelete> = batch.iter().map(|i| &i.prepared).collect();
-        let spec = self.on.spec;
-        let describe = |k: usize| batch[k].doc.borrow().describe(spec);
         let session = self.session.as_deref_mut();
         delete_batch(self.on.target, &items, &describe, unsettled, tries, session).await
+    }
+}
+
+/// What a tombstone's write was, as a delete: replacing a stored document deletes it; one
+/// inserted where nothing was stored, or raising an older tombstone, found nothing to delete.
+fn deleted(tombstone: UpsertOutcome) -> DeleteOutcome {
+    match tombstone {
+        UpsertOutcome::Updated(id) => DeleteOutcome::Deleted(id),
+        UpsertOutcome::Stale(id) => DeleteOutcome::Stale(id),
+        other => DeleteOutcome::NotFound(other.id()),
     }
 }
 

@@ -16,6 +16,52 @@ pub(crate) struct Stored<'a> {
     pub(crate) id: &'a Bson,
     pub(crate) hash: Option<&'a Bson>,
     pub(crate) token: Option<&'a str>,
+    /// `_nk_version` as stored (absent: a document written without a version).
+    pub(crate) version: Option<&'a Bson>,
+    /// A tombstone: the document was deleted at `version`.
+    pub(crate) deleted: bool,
+}
+
+impl Stored<'_> {
+    /// The stored version, if it is one (an integer); anything else is no version.
+    fn number(&self) -> Option<i64> {
+        match self.version {
+            Some(Bson::Int64(v)) => Some(*v),
+            Some(Bson::Int32(v)) => Some(i64::from(*v)),
+            _ => None,
+        }
+    }
+}
+
+/// What is being written: a document or, for a versioned delete, its tombstone.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Incoming<'a> {
+    pub(crate) id: Ulid,
+    pub(crate) id_text: &'a str,
+    pub(crate) hash: &'a str,
+    pub(crate) version: Option<i64>,
+    pub(crate) tombstone: bool,
+}
+
+/// What a write makes of the document once it applies: the outcome it reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Effect {
+    /// It creates the document: an insert, or an update that brings a tombstone back.
+    Inserted,
+    /// It changes the stored content.
+    Updated,
+    /// It records a newer version of the same content (or raises a tombstone's version).
+    Unchanged,
+}
+
+impl Effect {
+    pub(crate) fn outcome(self, id: Ulid) -> UpsertOutcome {
+        match self {
+            Effect::Inserted => UpsertOutcome::Inserted(id),
+            Effect::Updated => UpsertOutcome::Updated(id),
+            Effect::Unchanged => UpsertOutcome::Unchanged(id),
+        }
+    }
 }
 
 /// What this call already did with the document in an earlier round.
@@ -25,9 +71,9 @@ pub(crate) enum Sent {
     /// applied.
     Refused,
     /// A document or statement whose fate no reply settled (a failed command, a lost reply
-    /// the policy retried), stamped with `token`; `insert`: it was an insert, which is the only
-    /// write of ours that creates a document (updates never upsert).
-    Uncertain { token: String, insert: bool },
+    /// the policy retried), stamped with `token`; `effect`: what it makes of the document
+    /// (only an insert, or an update of a tombstone, creates one: updates never upsert).
+    Uncertain { token: String, effect: Effect },
 }
 
 /// What to do with the document.
@@ -42,52 +88,126 @@ pub(crate) enum Action<'a> {
     /// refusing one was deleted since. Update by `_id` without upserting, which adopts the
     /// former; for the latter the next round inserts.
     AdoptById,
-    /// Stored with another hash: update (without upserting), only if the stored hash is still
-    /// `stored_hash`.
-    Update { stored_hash: Option<&'a Bson> },
+    /// Update (without upserting), only if the stored hash is still `stored_hash` and, for a
+    /// versioned write, the stored version still `stored_version` (the filter is what orders
+    /// racing versions: a write that finds either changed matches nothing and decides again).
+    Update {
+        stored_hash: Option<&'a Bson>,
+        stored_version: Option<&'a Bson>,
+        effect: Effect,
+    },
     /// Settled without a write.
     Done(UpsertOutcome),
     /// Stored under another `_id`: the timestamp key changed. Refuse; write nothing.
     Fork,
+    /// Stored at this version with other content. Refuse; write nothing.
+    Conflict(i64),
 }
 
-/// The decision. `id`/`hash` are the document's derived id (as stored text) and content hash;
-/// `hash_v1` gives, for a type hashed v2, its v1 hash, which counts as the same content: asked
-/// only when a stored hash is not `hash`, so a type hashed v2 walks its v1 encoding for the
-/// documents still stored under a v1 hash alone, not for every document it writes.
+/// The decision. `hash_v1` gives, for a type hashed v2, its v1 hash, which counts as the same
+/// content: asked only when a stored hash is not `hash`, so a type hashed v2 walks its v1
+/// encoding for the documents still stored under a v1 hash alone, not for every document it
+/// writes.
+///
+/// With a version (docs/id-scheme.md, "Versions and tombstones"): a stored version above the
+/// incoming one is [`Stale`](UpsertOutcome::Stale); the same version is unchanged with the
+/// same content and a conflict with other content; a lower one, or none (a document written
+/// before the version was declared, or by other code), is overwritten — with the same content
+/// only its version is recorded, reported unchanged. A tombstone at or above the version is
+/// stale; below it the write brings the document back (`Inserted`).
 pub(crate) fn decide<'a>(
-    id: Ulid,
-    id_text: &str,
-    hash: &str,
+    new: Incoming<'_>,
     hash_v1: impl FnOnce() -> Option<String>,
     stored: Option<Stored<'a>>,
     sent: Option<&Sent>,
 ) -> Action<'a> {
+    if new.tombstone {
+        return decide_delete(new, stored, sent);
+    }
     let Some(stored) = stored else {
         return match sent {
             Some(Sent::Refused) => Action::AdoptById,
             None | Some(Sent::Uncertain { .. }) => Action::Insert,
         };
     };
-    if stored.id.as_str() != Some(id_text) {
+    let (v, s) = (new.version, stored.number());
+    let newer_stored = v.is_some_and(|v| s.is_some_and(|s| s >= v));
+    if stored.id.as_str() != Some(new.id_text) {
+        // A tombstone under another id that is not older: this version is gone already.
+        if stored.deleted && newer_stored {
+            return Action::Done(UpsertOutcome::Stale(new.id));
+        }
         return Action::Fork;
     }
-    let stored_hash = stored.hash.and_then(Bson::as_str);
-    if stored_hash.is_some_and(|h| same_content(h, hash, hash_v1)) {
-        // Our content is stored. Ours if it carries the token of a statement we sent.
-        return Action::Done(match sent {
-            Some(Sent::Uncertain { token, insert }) if stored.token == Some(token.as_str()) => {
-                if *insert {
-                    UpsertOutcome::Inserted(id)
-                } else {
-                    UpsertOutcome::Updated(id)
-                }
-            }
-            _ => UpsertOutcome::Unchanged(id),
-        });
-    }
-    Action::Update {
+    let update = |effect| Action::Update {
         stored_hash: stored.hash,
+        stored_version: stored.version,
+        effect,
+    };
+    if stored.deleted {
+        return match newer_stored {
+            true => Action::Done(UpsertOutcome::Stale(new.id)),
+            false => update(Effect::Inserted),
+        };
+    }
+    if let (Some(v), Some(s)) = (v, s) {
+        if s > v {
+            return Action::Done(UpsertOutcome::Stale(new.id));
+        }
+    }
+    let stored_hash = stored.hash.and_then(Bson::as_str);
+    if stored_hash.is_some_and(|h| same_content(h, new.hash, hash_v1)) {
+        if v.is_some() && s != v {
+            return update(Effect::Unchanged);
+        }
+        return Action::Done(ours_or(new.id, stored, sent, Effect::Unchanged));
+    }
+    match v {
+        Some(v) if s == Some(v) => Action::Conflict(v),
+        _ => update(Effect::Updated),
+    }
+}
+
+/// A versioned delete: its tombstone replaces a stored document at or below its version
+/// (`Updated`: the document is deleted), raises an older tombstone (`Unchanged`), or is
+/// inserted where nothing is stored (`Inserted`), so that a later write of an older version is
+/// stale. A newer stored version makes the delete stale.
+fn decide_delete<'a>(
+    new: Incoming<'_>,
+    stored: Option<Stored<'a>>,
+    sent: Option<&Sent>,
+) -> Action<'a> {
+    let Some(stored) = stored else {
+        return Action::Insert;
+    };
+    if stored.id.as_str() != Some(new.id_text) {
+        // The identity is stored under another id: no document of this key to delete.
+        return Action::Done(UpsertOutcome::Unchanged(new.id));
+    }
+    let (v, s) = (new.version, stored.number());
+    let update = |effect| Action::Update {
+        stored_hash: stored.hash,
+        stored_version: stored.version,
+        effect,
+    };
+    match (stored.deleted, s.zip(v)) {
+        (_, Some((s, v))) if s > v => Action::Done(UpsertOutcome::Stale(new.id)),
+        (true, Some((s, v))) if s == v => {
+            Action::Done(ours_or(new.id, stored, sent, Effect::Unchanged))
+        }
+        (true, _) => update(Effect::Unchanged),
+        (false, _) => update(Effect::Updated),
+    }
+}
+
+/// The outcome when what this call writes is stored: what its own write made of the document
+/// if the stored token is the one it sent, else `otherwise` (another writer stored it).
+fn ours_or(id: Ulid, stored: Stored<'_>, sent: Option<&Sent>, otherwise: Effect) -> UpsertOutcome {
+    match sent {
+        Some(Sent::Uncertain { token, effect }) if stored.token == Some(token.as_str()) => {
+            effect.outcome(id)
+        }
+        _ => otherwise.outcome(id),
     }
 }
 
@@ -101,19 +221,51 @@ mod tests {
         ID.parse().unwrap()
     }
 
+    fn incoming(version: Option<i64>) -> Incoming<'static> {
+        Incoming {
+            id: id(),
+            id_text: ID,
+            hash: "h1",
+            version,
+            tombstone: false,
+        }
+    }
+
+    fn unversioned<'a>(id: &'a Bson, hash: Option<&'a Bson>, token: Option<&'a str>) -> Stored<'a> {
+        Stored {
+            id,
+            hash,
+            token,
+            version: None,
+            deleted: false,
+        }
+    }
+
+    fn update(stored_hash: Option<&Bson>) -> Action<'_> {
+        Action::Update {
+            stored_hash,
+            stored_version: None,
+            effect: Effect::Updated,
+        }
+    }
+
     #[test]
     fn every_case() {
         let our_id = Bson::String(ID.into());
         let other_id = Bson::String("01HF7YAT01EGYGDZ2RBKJ019EA".into());
         let ours = Bson::String("h1".into());
         let theirs = Bson::String("h0".into());
-        let uncertain = |insert| Sent::Uncertain {
+        let uncertain = |effect| Sent::Uncertain {
             token: "t1".into(),
-            insert,
+            effect,
         };
-        let (u_ins, u_upd, refused) = (uncertain(true), uncertain(false), Sent::Refused);
-        let at = |id, hash, token| Some(Stored { id, hash, token });
-        let d = |stored, sent| decide(id(), ID, "h1", || None, stored, sent);
+        let (u_ins, u_upd, refused) = (
+            uncertain(Effect::Inserted),
+            uncertain(Effect::Updated),
+            Sent::Refused,
+        );
+        let at = |id, hash, token| Some(unversioned(id, hash, token));
+        let d = |stored, sent| decide(incoming(None), || None, stored, sent);
 
         // Nothing stored.
         assert_eq!(d(None, None), Action::Insert);
@@ -155,26 +307,16 @@ mod tests {
         // Other content stored (or none, or a non-string hash): update if still that one.
         assert_eq!(
             d(at(&our_id, Some(&theirs), None), None),
-            Action::Update {
-                stored_hash: Some(&theirs)
-            }
+            update(Some(&theirs))
         );
-        assert_eq!(
-            d(at(&our_id, None, None), Some(&u_ins)),
-            Action::Update { stored_hash: None }
-        );
+        assert_eq!(d(at(&our_id, None, None), Some(&u_ins)), update(None));
         let odd = Bson::Int32(5);
-        assert_eq!(
-            d(at(&our_id, Some(&odd), None), None),
-            Action::Update {
-                stored_hash: Some(&odd)
-            }
-        );
+        assert_eq!(d(at(&our_id, Some(&odd), None), None), update(Some(&odd)));
 
         // A type hashed v2 whose v1 hash is "g1": a stored "g1" is our content, written before
         // the upgrade; it stays (no write). A v1 type does not know "g1".
         let ours_v1 = Bson::String("g1".into());
-        let d2 = |stored, sent| decide(id(), ID, "h1", || Some("g1".into()), stored, sent);
+        let d2 = |stored, sent| decide(incoming(None), || Some("g1".into()), stored, sent);
         assert_eq!(
             d2(at(&our_id, Some(&ours_v1), None), None),
             Action::Done(UpsertOutcome::Unchanged(id()))
@@ -185,9 +327,7 @@ mod tests {
         );
         assert_eq!(
             d(at(&our_id, Some(&ours_v1), None), None),
-            Action::Update {
-                stored_hash: Some(&ours_v1)
-            }
+            update(Some(&ours_v1))
         );
         // Every other case decides as for a v1 type: the v1 hash only ever adds a match.
         let hashes = [None, Some(&ours), Some(&theirs), Some(&odd)];
@@ -210,6 +350,200 @@ mod tests {
     }
 }
 
+/// The versioned rule, case by case (docs/id-scheme.md, "Versions and tombstones").
+#[cfg(test)]
+mod versioned {
+    use super::*;
+
+    const ID: &str = "01HF7YAT00EGYGDZ2RBKJ019EA";
+    const OTHER: &str = "01HF7YAT01EGYGDZ2RBKJ019EA";
+
+    fn id() -> Ulid {
+        ID.parse().unwrap()
+    }
+
+    fn new(version: i64, tombstone: bool) -> Incoming<'static> {
+        Incoming {
+            id: id(),
+            id_text: ID,
+            hash: if tombstone { "" } else { "h1" },
+            version: Some(version),
+            tombstone,
+        }
+    }
+
+    /// What is stored: `_id`, hash, version, tombstone.
+    struct At(Bson, Option<Bson>, Option<Bson>, bool);
+
+    impl At {
+        fn live(hash: &str, version: Option<i64>) -> At {
+            At(
+                ID.into(),
+                Some(hash.into()),
+                version.map(Bson::Int64),
+                false,
+            )
+        }
+        fn tombstone(version: i64) -> At {
+            At(ID.into(), None, Some(Bson::Int64(version)), true)
+        }
+        fn view(&self, token: Option<&'static str>) -> Stored<'_> {
+            Stored {
+                id: &self.0,
+                hash: self.1.as_ref(),
+                token,
+                version: self.2.as_ref(),
+                deleted: self.3,
+            }
+        }
+    }
+
+    fn d<'a>(new: Incoming<'_>, at: &'a At) -> Action<'a> {
+        decide(new, || None, Some(at.view(None)), None)
+    }
+
+    fn update(at: &At, effect: Effect) -> Action<'_> {
+        Action::Update {
+            stored_hash: at.1.as_ref(),
+            stored_version: at.2.as_ref(),
+            effect,
+        }
+    }
+
+    #[test]
+    fn upserts() {
+        let stale = Action::Done(UpsertOutcome::Stale(id()));
+        // Nothing stored: insert.
+        assert_eq!(decide(new(5, false), || None, None, None), Action::Insert);
+        // Higher: write (only the version, when the content is the same).
+        let older = At::live("h0", Some(4));
+        assert_eq!(d(new(5, false), &older), update(&older, Effect::Updated));
+        let same_older = At::live("h1", Some(4));
+        assert_eq!(
+            d(new(5, false), &same_older),
+            update(&same_older, Effect::Unchanged)
+        );
+        // Equal: unchanged with the same content, a conflict with other content.
+        let equal = At::live("h1", Some(5));
+        assert_eq!(
+            d(new(5, false), &equal),
+            Action::Done(UpsertOutcome::Unchanged(id()))
+        );
+        assert_eq!(
+            d(new(5, false), &At::live("h0", Some(5))),
+            Action::Conflict(5)
+        );
+        // Lower: stale, whatever the content.
+        assert_eq!(d(new(5, false), &At::live("h0", Some(6))), stale);
+        assert_eq!(d(new(5, false), &At::live("h1", Some(6))), stale);
+        // Stored without a version (before it was declared, or by other code): older than
+        // any; a non-integer `_nk_version` is none.
+        let none = At::live("h0", None);
+        assert_eq!(d(new(5, false), &none), update(&none, Effect::Updated));
+        let same_none = At::live("h1", None);
+        assert_eq!(
+            d(new(i64::MIN, false), &same_none),
+            update(&same_none, Effect::Unchanged)
+        );
+        let odd = At(ID.into(), Some("h0".into()), Some("7".into()), false);
+        assert_eq!(d(new(5, false), &odd), update(&odd, Effect::Updated));
+        // A tombstone at or above: stale; below: the document comes back.
+        assert_eq!(d(new(5, false), &At::tombstone(5)), stale);
+        assert_eq!(d(new(5, false), &At::tombstone(9)), stale);
+        let below = At::tombstone(4);
+        assert_eq!(d(new(5, false), &below), update(&below, Effect::Inserted));
+        // Under another id: a fork, unless it is a tombstone at or above (stale).
+        let moved = At(OTHER.into(), Some("h1".into()), Some(Bson::Int64(1)), false);
+        assert_eq!(d(new(5, false), &moved), Action::Fork);
+        let moved_dead = At(OTHER.into(), None, Some(Bson::Int64(5)), true);
+        assert_eq!(d(new(5, false), &moved_dead), stale);
+        let moved_old_dead = At(OTHER.into(), None, Some(Bson::Int64(4)), true);
+        assert_eq!(d(new(5, false), &moved_old_dead), Action::Fork);
+    }
+
+    #[test]
+    fn a_lost_reply_is_decided_by_the_token() {
+        let sent = |effect| Sent::Uncertain {
+            token: "t1".into(),
+            effect,
+        };
+        let stored = At::live("h1", Some(5));
+        for effect in [Effect::Inserted, Effect::Updated, Effect::Unchanged] {
+            let ours = decide(
+                new(5, false),
+                || None,
+                Some(stored.view(Some("t1"))),
+                Some(&sent(effect)),
+            );
+            assert_eq!(ours, Action::Done(effect.outcome(id())));
+            let theirs = decide(
+                new(5, false),
+                || None,
+                Some(stored.view(Some("t0"))),
+                Some(&sent(effect)),
+            );
+            assert_eq!(theirs, Action::Done(UpsertOutcome::Unchanged(id())));
+        }
+        // Our delete's tombstone, stored: what it deleted.
+        let dead = At::tombstone(5);
+        let ours = decide(
+            new(5, true),
+            || None,
+            Some(dead.view(Some("t1"))),
+            Some(&sent(Effect::Updated)),
+        );
+        assert_eq!(ours, Action::Done(UpsertOutcome::Updated(id())));
+        let theirs = decide(
+            new(5, true),
+            || None,
+            Some(dead.view(Some("t0"))),
+            Some(&sent(Effect::Updated)),
+        );
+        assert_eq!(theirs, Action::Done(UpsertOutcome::Unchanged(id())));
+    }
+
+    #[test]
+    fn deletes() {
+        let stale = Action::Done(UpsertOutcome::Stale(id()));
+        // Nothing stored: a tombstone is inserted all the same.
+        assert_eq!(decide(new(5, true), || None, None, None), Action::Insert);
+        // A document at or below the version (or without one) is replaced by the tombstone.
+        for at in [
+            At::live("h0", Some(5)),
+            At::live("h0", Some(1)),
+            At::live("h0", None),
+        ] {
+            assert_eq!(d(new(5, true), &at), update(&at, Effect::Updated));
+        }
+        // Above: stale.
+        assert_eq!(d(new(5, true), &At::live("h0", Some(6))), stale);
+        assert_eq!(d(new(5, true), &At::tombstone(6)), stale);
+        // An older tombstone is raised; an equal one stays.
+        let old = At::tombstone(4);
+        assert_eq!(d(new(5, true), &old), update(&old, Effect::Unchanged));
+        assert_eq!(
+            d(new(5, true), &At::tombstone(5)),
+            Action::Done(UpsertOutcome::Unchanged(id()))
+        );
+        // Stored under another id: nothing of this key to delete.
+        let moved = At(OTHER.into(), Some("h1".into()), Some(Bson::Int64(1)), false);
+        assert_eq!(
+            d(new(5, true), &moved),
+            Action::Done(UpsertOutcome::Unchanged(id()))
+        );
+    }
+
+    #[test]
+    fn an_unversioned_write_brings_a_tombstone_back() {
+        let dead = At::tombstone(5);
+        let plain = Incoming {
+            version: None,
+            ..new(0, false)
+        };
+        assert_eq!(d(plain, &dead), update(&dead, Effect::Inserted));
+    }
+}
+
 /// The decision against a reference model: a tiny in-memory engine with a unique `_id` and a
 /// unique identity, several writers whose rounds interleave (another writer's write may land
 /// between a writer's read and any of its writes), writes whose request or reply is lost, and
@@ -224,7 +558,7 @@ mod model {
     use proptest::prelude::*;
     use ulid::Ulid;
 
-    use super::{decide, Action, Sent, Stored};
+    use super::{decide, Action, Effect, Incoming, Sent, Stored};
     use crate::outcome::UpsertOutcome;
 
     #[derive(Debug, Clone)]
@@ -343,15 +677,17 @@ mod model {
                 id: idb.as_ref().unwrap(),
                 hash: hb.as_ref(),
                 token: d.token.as_deref(),
+                version: None,
+                deleted: false,
             });
-            let action = decide(
-                ulid(&id),
-                &id,
-                &hash,
-                || hash_v1.clone(),
-                view,
-                sent.as_ref(),
-            );
+            let new = Incoming {
+                id: ulid(&id),
+                id_text: &id,
+                hash: &hash,
+                version: None,
+                tombstone: false,
+            };
+            let action = decide(new, || hash_v1.clone(), view, sent.as_ref());
             // Another writer between this read and this write; a decision that writes nothing
             // takes effect at the read, before it.
             let fate = if matches!(action, Action::Done(_) | Action::Fork) {
@@ -376,10 +712,11 @@ mod model {
             let applied = match (fate, action) {
                 (_, Action::Done(o)) => return Ok(o),
                 (_, Action::Fork) => return Err("fork"),
+                (_, Action::Conflict(_)) => return Err("conflict"),
                 (Fate::RequestLost, _) => None,
                 (_, Action::Insert) => Some(e.insert(doc)),
                 (_, Action::AdoptById) => Some(e.update(doc, None)),
-                (_, Action::Update { stored_hash }) => {
+                (_, Action::Update { stored_hash, .. }) => {
                     Some(e.update(doc, Some(stored_hash.and_then(|h| h.as_str()))))
                 }
             };
@@ -392,7 +729,11 @@ mod model {
                 // An update that matched nothing: the next round decides.
                 _ => Sent::Uncertain {
                     token: token.clone(),
-                    insert,
+                    effect: if insert {
+                        Effect::Inserted
+                    } else {
+                        Effect::Updated
+                    },
                 },
             });
         }

@@ -27,13 +27,13 @@ use std::borrow::Borrow;
 use mongodb::ClientSession;
 
 use super::batch::{Item, Outcomes, Writer};
-use super::decide::{decide, Action, Sent, Stored};
+use super::decide::{decide, Action, Effect, Incoming, Sent, Stored};
 use super::keyed::{Keyed, On};
 use super::mode::WriteMode;
 use super::rounds::{or_contention, unnamed_violation, MAX_ROUNDS};
 use super::send::{send, Verdict};
 use crate::error::Error;
-use crate::names::{HASH_FIELD, IDENTITY_FIELD, WRITE_FIELD};
+use crate::names::{DELETED_FIELD, HASH_FIELD, IDENTITY_FIELD, VERSION_FIELD, WRITE_FIELD};
 use crate::op::answer::classify;
 use crate::op::{self, Command, Refusal, Session, StoredIdentity, Target};
 use crate::outcome::UpsertOutcome;
@@ -222,6 +222,8 @@ struct Outgoing<D> {
     item: usize,
     /// The item's id, for an error about its command.
     id: Ulid,
+    /// What the write makes of the document once applied.
+    effect: Effect,
     doc: D,
 }
 
@@ -511,62 +513,86 @@ fn plan<'p>(
             id: &d.id,
             hash: d.hash.as_ref(),
             token: d.token.as_ref().and_then(Bson::as_str),
+            version: d.version.as_ref(),
+            deleted: d.deleted,
         });
-        let stored_hash = match decide(
-            p.id,
-            &p.id_text,
-            &p.hash,
-            || (call.other_hash)(i),
-            view,
-            state.sent[i].as_ref(),
-        ) {
-            Action::Done(o) => {
-                state.results[i] = Some(Ok(o));
-                continue;
-            }
-            Action::Fork => {
-                state.results[i] = Some(Err(Error::ImmutableKeyChanged {
-                    collection: call.target.namespace.clone(),
-                    stored_id: crate::stored::id_text(&found.expect("a fork was read").id),
-                    derived_id: p.id,
-                    key: (call.describe)(i),
-                }));
-                continue;
-            }
-            Action::Insert => {
-                state.unnamed[i] = unnamed.filter(|u| matches!(u, Unnamed::AdoptionMissed(_)));
-                // Until a reply says otherwise, it may be applied: if this attempt fails, the
-                // retry's read decides by the token.
-                state.sent[i] = Some(uncertain(token, true));
-                inserts.push(Outgoing {
-                    item: i,
-                    id: p.id,
-                    doc: insert_document(p, token),
-                });
-                continue;
-            }
-            Action::AdoptById => {
-                state.unnamed[i] = unnamed.filter(|u| matches!(u, Unnamed::InsertRefused(_)));
-                None
-            }
-            Action::Update { stored_hash } => Some(stored_hash.cloned().unwrap_or(Bson::Null)),
+        let new = Incoming {
+            id: p.id,
+            id_text: &p.id_text,
+            hash: &p.hash,
+            version: p.version,
+            tombstone: p.tombstone,
         };
-        let doc = statement(call, p, stored_hash, token)?;
-        state.sent[i] = Some(uncertain(token, false));
+        let other_hash = || (call.other_hash)(i);
+        let (stored_hash, version_guard, effect) =
+            match decide(new, other_hash, view, state.sent[i].as_ref()) {
+                Action::Done(o) => {
+                    state.results[i] = Some(Ok(o));
+                    continue;
+                }
+                Action::Fork => {
+                    state.results[i] = Some(Err(Error::ImmutableKeyChanged {
+                        collection: call.target.namespace.clone(),
+                        stored_id: crate::stored::id_text(&found.expect("a fork was read").id),
+                        derived_id: p.id,
+                        key: (call.describe)(i),
+                    }));
+                    continue;
+                }
+                Action::Conflict(version) => {
+                    state.results[i] = Some(Err(Error::VersionConflict {
+                        collection: call.target.namespace.clone(),
+                        id: p.id,
+                        version,
+                        key: (call.describe)(i),
+                    }));
+                    continue;
+                }
+                Action::Insert => {
+                    state.unnamed[i] = unnamed.filter(|u| matches!(u, Unnamed::AdoptionMissed(_)));
+                    // Until a reply says otherwise, it may be applied: if this attempt fails, the
+                    // retry's read decides by the token.
+                    state.sent[i] = Some(uncertain(token, Effect::Inserted));
+                    inserts.push(Outgoing {
+                        item: i,
+                        id: p.id,
+                        effect: Effect::Inserted,
+                        doc: insert_document(p, token),
+                    });
+                    continue;
+                }
+                Action::AdoptById => {
+                    state.unnamed[i] = unnamed.filter(|u| matches!(u, Unnamed::InsertRefused(_)));
+                    (None, None, Effect::Updated)
+                }
+                Action::Update {
+                    stored_hash,
+                    stored_version,
+                    effect,
+                } => {
+                    let versioned = p.version.is_some();
+                    let version = versioned.then(|| stored_version.cloned().unwrap_or(Bson::Null));
+                    let hash = stored_hash.cloned().unwrap_or(Bson::Null);
+                    (Some(hash), version, effect)
+                }
+            };
+        let doc = statement(call, p, stored_hash, version_guard, effect, token)?;
+        state.sent[i] = Some(uncertain(token, effect));
         state.planned[i] = Some(seen);
         updates.push(Outgoing {
             item: i,
             id: p.id,
+            effect,
             doc,
         });
     }
     Ok((inserts, updates))
 }
 
-fn uncertain(token: &str, insert: bool) -> Sent {
+fn uncertain(token: &str, effect: Effect) -> Sent {
     Sent::Uncertain {
         token: token.to_string(),
-        insert,
+        effect,
     }
 }
 
@@ -582,14 +608,21 @@ fn insert_document<'a>(p: &'a Prepared, token: &'a str) -> InsertDoc<'a> {
 /// One `update` statement: by `_id` (and `_nk_identity` on a sharded collection: its shard
 /// key, which routes the statement to one shard), only while the stored hash is still
 /// `stored_hash` (none: by `_id` alone — on a sharded collection with a `null` shard key —
-/// which adopts a same-`_id` document written without identity). Never upserting: a changed hash or a deleted document matches nothing, and the
-/// next round decides again. Where the engine would not compare the hash atomically anyway,
-/// the filter is `_id` alone: a change since the read is overwritten with this content, which
-/// deciding again would also do.
+/// which adopts a same-`_id` document written without identity). Never upserting: a changed
+/// hash or a deleted document matches nothing, and the next round decides again. Where the
+/// engine would not compare the hash atomically anyway, the filter leaves the hash out: a
+/// change since the read is overwritten with this content, which deciding again would also do.
+///
+/// `version_guard`, for a versioned write: the stored `_nk_version` it was decided against
+/// (`null`: none), always in the filter — deciding again could find the write stale, so no
+/// engine may skip it. A tombstone replaces the document; a write that brings one back
+/// (`effect` [`Effect::Inserted`]) writes the whole document, as an insert does.
 fn statement(
     call: &UpsertCall<'_>,
     p: &Prepared,
     stored_hash: Option<Bson>,
+    version_guard: Option<Bson>,
+    effect: Effect,
     token: &str,
 ) -> Result<RawDocumentBuf, Error> {
     let mut filter = RawDocumentBuf::new();
@@ -606,12 +639,24 @@ fn statement(
     {
         filter.append(HASH_FIELD, RawBson::try_from(hash).map_err(serialize)?);
     }
+    if let Some(version) = version_guard {
+        filter.append(
+            VERSION_FIELD,
+            RawBson::try_from(version).map_err(serialize)?,
+        );
+    }
+    let revive = effect == Effect::Inserted;
+    let fields = match revive {
+        true => &p.body,
+        false => p.update_body(),
+    };
     let body = raw::doc(&[
-        ("", Value::Fields(raw::fields(p.update_body()))),
+        ("", Value::Fields(raw::fields(fields))),
         (WRITE_FIELD, Value::Str(token)),
     ])
     .map_err(serialize)?;
     let update = match call.mode {
+        _ if p.tombstone => body,
         WriteMode::Merge => {
             let mut u = RawDocumentBuf::new();
             u.append("$set", body);
@@ -621,10 +666,13 @@ fn statement(
             // A name the body could not carry is no field of ours to unset (`a.b` would be a
             // path into another field).
             for f in call.fields.unwrap_or_default() {
-                let ours = name_problem(f, true).is_none() && !p.relative.contains(f);
+                let ours = name_problem(f, true).is_none() && (revive || !p.relative.contains(f));
                 if ours && !matches!(p.body.get(f), Ok(Some(_))) {
                     unset.append(*f, "");
                 }
+            }
+            if revive {
+                unset.append(DELETED_FIELD, "");
             }
             if !unset.is_empty() {
                 u.append("$unset", unset);
@@ -632,7 +680,7 @@ fn statement(
             u
         }
         // A replacement would reset what relative updates changed, and drop their record.
-        WriteMode::Replace if !p.relative.is_empty() => {
+        WriteMode::Replace if !p.relative.is_empty() && !revive => {
             return Err(Error::InvalidChange {
                 collection: call.target.namespace.clone(),
                 message: format!(
@@ -703,10 +751,10 @@ impl<'p, 'm> BatchState<'p, 'm> {
     fn uncertain<'o, D: 'o>(
         &mut self,
         sent: impl IntoIterator<Item = &'o Outgoing<D>>,
-        what: &Sent,
+        token: &str,
     ) {
         for s in sent {
-            self.sent[s.item] = Some(what.clone());
+            self.sent[s.item] = Some(uncertain(token, s.effect));
             self.pending.push(s.item);
         }
     }
@@ -730,21 +778,17 @@ async fn send_inserts(
                 _ => {
                     state.one_by_one |= refusal != Refusal::Ours;
                     // Documents before the refused one may be stored.
-                    state.uncertain(sent, &uncertain(token, true));
+                    state.uncertain(sent, token);
                 }
             },
             // Refusals that cannot be placed, or an outcome the engine cannot tell: the next
             // read decides every document.
-            Verdict::Unplaced(_) | Verdict::Unknown => {
-                state.uncertain(sent, &uncertain(token, true))
-            }
+            Verdict::Unplaced(_) | Verdict::Unknown => state.uncertain(sent, token),
             Verdict::Replied { refusals, .. } => {
                 for (s, refusal) in sent.into_iter().zip(refusals) {
                     match refusal {
-                        None => state.results[s.item] = Some(Ok(UpsertOutcome::Inserted(s.id))),
-                        Some(Refusal::Unknown { .. }) => {
-                            state.uncertain([s], &uncertain(token, true))
-                        }
+                        None => state.results[s.item] = Some(Ok(s.effect.outcome(s.id))),
+                        Some(Refusal::Unknown { .. }) => state.uncertain([s], token),
                         Some(refusal) => state.refused(target, s.item, refusal, Sent::Refused),
                     }
                 }
@@ -766,12 +810,11 @@ async fn send_updates(
     tries: &mut Attempts,
     session: Session<'_>,
 ) -> Result<(), Error> {
-    let unsettled = uncertain(token, false);
     let one_by_one = state.one_by_one;
     let id = |k: usize| updates[k].id;
     let settle = |carried: &[usize], verdict| {
         let sent: Vec<&Outgoing<RawDocumentBuf>> = carried.iter().map(|&k| &updates[k]).collect();
-        settle_updates(target, state, &sent, verdict, &unsettled)
+        settle_updates(target, state, &sent, verdict, token)
     };
     let kind = Command::Update;
     send(
@@ -786,23 +829,23 @@ fn settle_updates(
     state: &mut BatchState<'_, '_>,
     sent: &[&Outgoing<RawDocumentBuf>],
     verdict: Verdict,
-    unsettled: &Sent,
+    token: &str,
 ) {
     match verdict {
-        Verdict::Unknown => state.uncertain(sent.iter().copied(), unsettled),
+        Verdict::Unknown => state.uncertain(sent.iter().copied(), token),
         // Stopped without saying where: every statement is uncertain until the next read
         // shows whose token is stored.
         Verdict::Refused(refusal) => match sent {
-            [one] => state.refused(target, one.item, refusal, unsettled.clone()),
+            [one] => state.refused(target, one.item, refusal, uncertain(token, one.effect)),
             _ => {
                 state.one_by_one |= refusal != Refusal::Ours;
-                state.uncertain(sent.iter().copied(), unsettled);
+                state.uncertain(sent.iter().copied(), token);
             }
         },
         Verdict::Replied { refusals, n } if refusals.iter().all(Option::is_none) => {
             if usize::try_from(n).ok() == Some(sent.len()) {
                 for s in sent {
-                    state.results[s.item] = Some(Ok(UpsertOutcome::Updated(s.id)));
+                    state.results[s.item] = Some(Ok(s.effect.outcome(s.id)));
                 }
                 return;
             }
@@ -814,22 +857,27 @@ fn settle_updates(
                     state.unnamed[s.item] = Some(Unnamed::AdoptionMissed(m));
                 }
             }
-            state.uncertain(sent.iter().copied(), unsettled)
+            state.uncertain(sent.iter().copied(), token)
         }
         Verdict::Replied { mut refusals, .. } if sent.len() == 1 => {
             let refusal = refusals.pop().flatten().expect("a refusal, checked above");
-            state.refused(target, sent[0].item, refusal, unsettled.clone())
+            state.refused(
+                target,
+                sent[0].item,
+                refusal,
+                uncertain(token, sent[0].effect),
+            )
         }
         // Which statements applied is not reliably reported (FerretDB 1.x stops at the first
         // failure and reports it at index 0): the next read decides, and a refusal other than
         // ours is pinned down one statement at a time.
         Verdict::Replied { refusals, .. } => {
             state.one_by_one |= refusals.iter().flatten().any(|r| *r != Refusal::Ours);
-            state.uncertain(sent.iter().copied(), unsettled);
+            state.uncertain(sent.iter().copied(), token);
         }
         Verdict::Unplaced(refusals) => {
             state.one_by_one |= refusals.iter().any(|r| *r != Refusal::Ours);
-            state.uncertain(sent.iter().copied(), unsettled);
+            state.uncertain(sent.iter().copied(), token);
         }
     }
 }
@@ -1033,7 +1081,7 @@ mod tests {
                     target: &t, mode, fields: Some(fields), describe: &describe, other_hash: &|_| None,
                 };
                 let stored_hash = hash.then(|| Bson::String(p.hash.clone()));
-                let s = statement(&call, &p, stored_hash, "token").unwrap();
+                let s = statement(&call, &p, stored_hash, None, Effect::Updated, "token").unwrap();
                 assert_unique_names(&command(&t, Command::Update, &[&s]).unwrap(), "update");
                 if mode == WriteMode::Merge {
                     // Only the type's own storable names are unset: never a path.

@@ -40,7 +40,8 @@ pub(crate) mod sealed {
         type Spec: Send + Sync;
         /// What a guarded upsert sends.
         fn prepare(&self, spec: &Self::Spec, target: &Target) -> Result<Prepared, Error>;
-        /// What a delete by key sends: the id and identity, from the key fields alone.
+        /// What a delete by key sends: the id and identity, from the key fields alone, and the
+        /// version of a versioned document.
         fn prepare_delete(&self, spec: &Self::Spec) -> Result<PreparedDelete, Error>;
         /// Its key values as text, for a fork's error (built only when one is reported).
         fn describe(&self, spec: &Self::Spec) -> String;
@@ -60,7 +61,7 @@ impl<T: NaturalKey + Send + Sync> sealed::Prepare for T {
 
     fn prepare_delete(&self, _: &()) -> Result<PreparedDelete, Error> {
         let (id, digest) = derive_key(self)?;
-        PreparedDelete::new(id, ContentHash(digest))
+        PreparedDelete::new(id, ContentHash(digest), self.__version()?)
     }
 
     fn describe(&self, _: &()) -> String {
@@ -81,7 +82,7 @@ impl sealed::Prepare for RawDocumentBuf {
 
     fn prepare_delete(&self, spec: &KeySpec) -> Result<PreparedDelete, Error> {
         let (id, identity) = spec.derive(self)?;
-        PreparedDelete::new(id, identity)
+        PreparedDelete::new(id, identity, spec.version_of(self)?)
     }
 
     fn describe(&self, spec: &KeySpec) -> String {
@@ -113,7 +114,8 @@ pub(crate) fn prepare_raw(
 ) -> Result<Prepared, Error> {
     let (id, identity) = spec.derive(doc)?;
     let hash = spec.content_hash(doc)?;
-    Prepared::of_untyped(id, identity, hash, doc, target)
+    let version = spec.version_of(doc)?;
+    Prepared::of_untyped(id, identity, hash, version, doc, target)
 }
 
 /// What a handle gives every write of its documents: where they go, how they are keyed, and a
