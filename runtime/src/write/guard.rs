@@ -614,8 +614,8 @@ fn insert_document<'a>(p: &'a Prepared, token: &'a str) -> InsertDoc<'a> {
 /// change since the read is overwritten with this content, which deciding again would also do.
 ///
 /// `version_guard`, for a versioned write: the stored `_nk_version` it was decided against
-/// (`null`: none), always in the filter — deciding again could find the write stale, so no
-/// engine may skip it. A tombstone replaces the document; a write that brings one back
+/// (`null`: none). With the hash it makes a write that raced another version miss and decide
+/// again (perhaps stale); it is the only guard where the version is `skip_hash`. A tombstone replaces the document; a write that brings one back
 /// (`effect` [`Effect::Inserted`]) writes the whole document, as an insert does.
 fn statement(
     call: &UpsertCall<'_>,
@@ -639,7 +639,10 @@ fn statement(
     {
         filter.append(HASH_FIELD, RawBson::try_from(hash).map_err(serialize)?);
     }
-    if let Some(version) = version_guard {
+    // As the hash: where the engine checks a filter outside its write, the condition orders
+    // nothing and costs a scan per statement (the read's decision orders writes there).
+    if let Some(version) = version_guard.filter(|_| call.target.deployment.atomic_update_filters())
+    {
         filter.append(
             VERSION_FIELD,
             RawBson::try_from(version).map_err(serialize)?,

@@ -1,0 +1,266 @@
+//! Order-safe writes: with a version field, an older version never overwrites a newer one,
+//! whatever order the writes arrive in and whichever replies are lost; a versioned delete
+//! leaves a tombstone, so a late older write is stale instead of a resurrection, and a newer
+//! one brings the document back.
+
+mod support;
+
+use std::sync::Arc;
+
+use natural_key::bson::{doc, rawdoc, Bson, Document, RawDocumentBuf};
+use natural_key::spec::{KeyField, KeyKind, KeySpec, SpecCollection, TimestampForm};
+use natural_key::{BatchReport, Error, RetryPolicy, Scheme};
+use support::proxy::{self, Faults, Proxy};
+
+fn spec() -> KeySpec {
+    KeySpec::new(Scheme::Default { namespace: "" }, "at")
+        .key(KeyField::new("slug", KeyKind::Str))
+        .version("rev", TimestampForm::Millis)
+}
+
+fn post(slug: &str, rev: i64, body: &str) -> RawDocumentBuf {
+    rawdoc! { "slug": slug, "at": 1_700_000_000_000i64, "rev": rev, "body": body }
+}
+
+async fn write(coll: &SpecCollection, docs: Vec<RawDocumentBuf>) -> BatchReport {
+    coll.upsert_many(docs).await.unwrap()
+}
+
+async fn delete(coll: &SpecCollection, docs: Vec<RawDocumentBuf>) -> BatchReport {
+    coll.delete_many(docs).await.unwrap()
+}
+
+/// The one stored document (or tombstone) of `slug`, with every field.
+async fn stored(db: &natural_key::mongodb::Database, slug: &str) -> Option<Document> {
+    let id = spec().derive(&post(slug, 0, "")).unwrap().0.to_string();
+    db.collection::<Document>("posts")
+        .find_one(doc! { "_id": id })
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_decision_table_on_the_engine() {
+    let (db, _) = support::database("versions_table").await;
+    let coll = spec().open(&db, "posts").await.unwrap();
+
+    let r = write(&coll, vec![post("a", 2, "two")]).await;
+    assert_eq!((r.inserted, r.stale), (1, 0));
+    // Lower: stale, nothing written.
+    let r = write(&coll, vec![post("a", 1, "one")]).await;
+    assert_eq!((r.stale, r.updated, r.unchanged), (1, 0, 0));
+    assert_eq!(stored(&db, "a").await.unwrap().get_str("body"), Ok("two"));
+    // Equal, same content: unchanged; other content: a typed error, nothing written.
+    let r = write(&coll, vec![post("a", 2, "two")]).await;
+    assert_eq!((r.unchanged, r.stale), (1, 0));
+    let r = write(&coll, vec![post("a", 2, "TWO")]).await;
+    assert!(
+        matches!(
+            &r.failures[..],
+            [(0, Error::VersionConflict { version: 2, .. })]
+        ),
+        "{r:?}"
+    );
+    assert_eq!(stored(&db, "a").await.unwrap().get_str("body"), Ok("two"));
+    // Higher: written, with its version.
+    let r = write(&coll, vec![post("a", 5, "five")]).await;
+    assert_eq!(r.updated, 1);
+    let d = stored(&db, "a").await.unwrap();
+    assert_eq!(d.get_str("body"), Ok("five"));
+    assert_eq!(d.get("_nk_version"), Some(&Bson::Int64(5)));
+
+    // A document stored before the version was declared is older than any version.
+    let plain = KeySpec::new(Scheme::Default { namespace: "" }, "at")
+        .key(KeyField::new("slug", KeyKind::Str))
+        .open(&db, "posts")
+        .await
+        .unwrap();
+    plain
+        .upsert_many(vec![
+            rawdoc! { "slug": "b", "at": 1_700_000_000_000i64, "body": "old" },
+        ])
+        .await
+        .unwrap();
+    assert!(stored(&db, "b").await.unwrap().get("_nk_version").is_none());
+    let r = write(&coll, vec![post("b", -3, "versioned")]).await;
+    assert_eq!(r.updated, 1);
+    assert_eq!(
+        stored(&db, "b").await.unwrap().get("_nk_version"),
+        Some(&Bson::Int64(-3))
+    );
+}
+
+#[tokio::test]
+async fn a_delete_leaves_a_tombstone_that_only_a_newer_version_passes() {
+    let (db, _) = support::database("versions_tombstones").await;
+    let coll = spec().open(&db, "posts").await.unwrap();
+    write(&coll, vec![post("a", 3, "three")]).await;
+
+    // An older delete is stale; the delete at the stored version deletes.
+    let r = delete(&coll, vec![post("a", 2, "")]).await;
+    assert_eq!((r.stale, r.deleted), (1, 0));
+    let r = delete(&coll, vec![post("a", 3, "")]).await;
+    assert_eq!(r.deleted, 1, "{r:?}");
+    let t = stored(&db, "a").await.unwrap();
+    assert!(t.get_datetime("_nk_deleted").is_ok(), "{t}");
+    assert_eq!(t.get("_nk_version"), Some(&Bson::Int64(3)));
+    assert!(
+        t.get("body").is_none() && t.get("_nk_hash").is_none(),
+        "{t}"
+    );
+
+    // A late upsert at or below the deleted version does not bring it back.
+    let r = write(&coll, vec![post("a", 3, "three"), post("a", 1, "one")]).await;
+    assert_eq!(r.stale, 2, "{r:?}");
+    assert!(stored(&db, "a").await.unwrap().get("_nk_deleted").is_some());
+    // What the documented filter for live documents finds does not hold it.
+    let id = spec().derive(&post("a", 0, "")).unwrap().0;
+    assert!(db
+        .collection::<Document>("posts")
+        .find_one(doc! { "_id": id.to_string(), "_nk_deleted": null })
+        .await
+        .unwrap()
+        .is_none());
+    // Deleting again: not found; a newer delete raises the tombstone.
+    let r = delete(&coll, vec![post("a", 3, "")]).await;
+    assert_eq!(r.not_found, 1);
+    let r = delete(&coll, vec![post("a", 4, "")]).await;
+    assert_eq!(r.not_found, 1);
+    assert_eq!(
+        stored(&db, "a").await.unwrap().get("_nk_version"),
+        Some(&Bson::Int64(4))
+    );
+
+    // A newer version brings it back, whole.
+    let r = write(&coll, vec![post("a", 5, "five")]).await;
+    assert_eq!(r.inserted, 1, "{r:?}");
+    let d = stored(&db, "a").await.unwrap();
+    assert_eq!(d.get_str("body"), Ok("five"));
+    assert!(d.get("_nk_deleted").is_none(), "{d}");
+    assert!(d.get("_nk_hash").is_some(), "{d}");
+
+    // A delete of a document never stored leaves a tombstone too: the late upsert is stale.
+    let r = delete(&coll, vec![post("c", 9, "")]).await;
+    assert_eq!(r.not_found, 1);
+    let r = write(&coll, vec![post("c", 8, "eight")]).await;
+    assert_eq!(r.stale, 1);
+    assert!(stored(&db, "c").await.unwrap().get("body").is_none());
+}
+
+/// How writer `w` of `writers` delivers its share of `writes`.
+fn share(writes: &[(usize, i64, bool)], w: usize, writers: usize) -> Vec<(usize, i64, bool)> {
+    writes.iter().copied().skip(w).step_by(writers).collect()
+}
+
+fn slug(i: usize) -> String {
+    format!("doc-{i:05}")
+}
+
+/// 1,000 documents × 10 versions each, shuffled, split over 4 concurrent writers through a
+/// proxy that loses 20% of write replies after the engine applied them; every tenth document's
+/// last version is a delete. Each writer sends its share in batches of 25, under the default
+/// retry policy. Every document ends at its highest version (a tombstone for the deleted
+/// ones), every write has one outcome, none is `unchanged` (each version is sent once, and a
+/// lost reply of our own write is recognised by its token), and shuffling made some stale.
+#[tokio::test]
+async fn out_of_order_delivery_converges_on_the_highest_version() {
+    let docs = support::env_or("NK_VERSION_DOCS", 1_000usize);
+    out_of_order("versions_out_of_order", spec(), docs, |v| format!("v{v}")).await;
+}
+
+/// The same with one content for every version and the version out of the content hash: each
+/// newer version only records itself (`unchanged`), and only the version in the write's filter
+/// keeps a racing older one from landing after it.
+#[tokio::test]
+async fn out_of_order_version_bumps_converge_too() {
+    let docs = support::env_or("NK_VERSION_DOCS", 1_000usize) / 2;
+    let spec = spec().skip_hash("rev");
+    out_of_order("versions_bumps", spec, docs, |_| "same".to_string()).await;
+}
+
+async fn out_of_order(test: &str, spec: KeySpec, docs: usize, body: fn(i64) -> String) {
+    let (db, _) = support::database(test).await;
+    spec.open(&db, "posts").await.unwrap();
+    let faults = Faults {
+        drop_reply_after_apply: 0.2,
+        ..Faults::none()
+    };
+    let proxy = Proxy::start(proxy::upstream_addr(&support::uri()), faults, 50).await;
+    let via = support::client_for(&proxy.uri(), &support::Commands::default())
+        .await
+        .database(db.name());
+    let mut writes: Vec<(usize, i64, bool)> = (0..docs)
+        .flat_map(|i| (1..=10).map(move |v| (i, v, i % 10 == 0 && v == 10)))
+        .collect();
+    let mut seed = 0x5eed_u64;
+    for k in (1..writes.len()).rev() {
+        let j = (support::child::next(&mut seed) % (k as u64 + 1)) as usize;
+        writes.swap(k, j);
+    }
+    let writes = Arc::new(writes);
+    let mut tasks = Vec::new();
+    for w in 0..4 {
+        let coll = spec
+            .open(&via, "posts")
+            .retry(RetryPolicy::default())
+            .await
+            .unwrap();
+        let mine = share(&writes, w, 4);
+        tasks.push(tokio::spawn(async move {
+            let mut total = BatchReport::default();
+            for chunk in mine.chunks(25) {
+                let (dels, ups): (Vec<_>, Vec<_>) = chunk.iter().partition(|w| w.2);
+                let doc = |&(i, v, _): &(usize, i64, bool)| post(&slug(i), v, &body(v));
+                let r = coll.upsert_many(ups.iter().map(doc)).await.unwrap();
+                let d = coll.delete_many(dels.iter().map(doc)).await.unwrap();
+                for r in [r, d] {
+                    assert!(r.failures.is_empty(), "{:?}", r.failures);
+                    total.inserted += r.inserted;
+                    total.updated += r.updated;
+                    total.unchanged += r.unchanged;
+                    total.stale += r.stale;
+                    total.deleted += r.deleted;
+                    total.not_found += r.not_found;
+                }
+            }
+            total
+        }));
+    }
+    let mut total = BatchReport::default();
+    for t in tasks {
+        let r = t.await.unwrap();
+        total.inserted += r.inserted;
+        total.updated += r.updated;
+        total.unchanged += r.unchanged;
+        total.stale += r.stale;
+        total.deleted += r.deleted;
+        total.not_found += r.not_found;
+    }
+    assert!(proxy.stats().replies_dropped > 0, "no reply was lost");
+    assert_eq!(total.processed(), (docs * 10) as u64, "{total:?}");
+    // Each version is sent once, and a write of ours whose reply was lost is known by its
+    // token: `unchanged` only where the content stays the same across versions.
+    if body(1) != body(2) {
+        assert_eq!(total.unchanged, 0, "{total:?}");
+    }
+    assert!(total.stale > 0, "{total:?}");
+
+    let all: Vec<Document> = support::all_documents(&db.collection("posts")).await;
+    assert_eq!(all.len(), docs, "one document or tombstone per identity");
+    for d in &all {
+        let slug = d.get_str("slug").ok();
+        let version = d.get_i64("_nk_version");
+        assert_eq!(version, Ok(10), "{d}");
+        if d.get("_nk_deleted").is_some() {
+            assert!(slug.is_none() && d.get("body").is_none(), "{d}");
+        } else {
+            assert_eq!(d.get_str("body"), Ok(body(10).as_str()), "{d}");
+            assert_eq!(d.get_i64("rev"), Ok(10), "{d}");
+        }
+    }
+    let dead = all
+        .iter()
+        .filter(|d| d.get("_nk_deleted").is_some())
+        .count();
+    assert_eq!(dead, docs.div_ceil(10));
+}
