@@ -264,3 +264,46 @@ async fn out_of_order(test: &str, spec: KeySpec, docs: usize, body: fn(i64) -> S
         .count();
     assert_eq!(dead, docs.div_ceil(10));
 }
+
+/// Insert-only leaves a stored document alone and counts it; update-only creates nothing and
+/// counts it; neither writes what it counts; both with or without a version.
+#[tokio::test]
+async fn insert_only_and_update_only() {
+    use natural_key::WriteMode;
+    let (db, _) = support::database("versions_modes").await;
+    let coll = spec().open(&db, "posts").await.unwrap();
+    write(&coll, vec![post("a", 1, "one")]).await;
+
+    let r = coll
+        .upsert_many(vec![post("a", 2, "two"), post("b", 1, "new")])
+        .mode(WriteMode::InsertOnly)
+        .await
+        .unwrap();
+    assert_eq!((r.existed, r.inserted), (1, 1), "{r:?}");
+    assert_eq!(stored(&db, "a").await.unwrap().get_str("body"), Ok("one"));
+
+    let r = coll
+        .upsert_many(vec![post("a", 2, "two"), post("c", 1, "never")])
+        .mode(WriteMode::UpdateOnly)
+        .await
+        .unwrap();
+    assert_eq!((r.updated, r.missing), (1, 1), "{r:?}");
+    assert_eq!(stored(&db, "a").await.unwrap().get_str("body"), Ok("two"));
+    assert!(stored(&db, "c").await.is_none());
+
+    // A deleted document is missing to update-only, and insert-only brings a newer one back.
+    delete(&coll, vec![post("b", 1, "")]).await;
+    let r = coll
+        .upsert_many(vec![post("b", 2, "again")])
+        .mode(WriteMode::UpdateOnly)
+        .await
+        .unwrap();
+    assert_eq!(r.missing, 1, "{r:?}");
+    let r = coll
+        .upsert_many(vec![post("b", 2, "again")])
+        .mode(WriteMode::InsertOnly)
+        .await
+        .unwrap();
+    assert_eq!(r.inserted, 1, "{r:?}");
+    assert_eq!(stored(&db, "b").await.unwrap().get_str("body"), Ok("again"));
+}

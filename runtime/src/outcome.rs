@@ -30,6 +30,12 @@ pub enum UpsertOutcome {
     /// that this call's write landed, it has been overwritten by the newer one since. Never
     /// an error: an older version arriving late is what order-safe writes are for.
     Stale(Ulid),
+    /// [`WriteMode::InsertOnly`](crate::WriteMode::InsertOnly): a document of this identity is
+    /// stored; it was left alone.
+    Existed(Ulid),
+    /// [`WriteMode::UpdateOnly`](crate::WriteMode::UpdateOnly): no document of this identity
+    /// is stored; none was created.
+    Missing(Ulid),
 }
 
 /// What an insert-once write of an event did.
@@ -136,17 +142,21 @@ impl UpsertOutcome {
             UpsertOutcome::Inserted(id)
             | UpsertOutcome::Updated(id)
             | UpsertOutcome::Unchanged(id)
-            | UpsertOutcome::Stale(id) => id,
+            | UpsertOutcome::Stale(id)
+            | UpsertOutcome::Existed(id)
+            | UpsertOutcome::Missing(id) => id,
         }
     }
 
-    /// `"inserted"`, `"updated"`, `"unchanged"` or `"stale"`.
+    /// `"inserted"`, `"updated"`, `"unchanged"`, `"stale"`, `"existed"` or `"missing"`.
     pub fn as_str(&self) -> &'static str {
         match self {
             UpsertOutcome::Inserted(_) => "inserted",
             UpsertOutcome::Updated(_) => "updated",
             UpsertOutcome::Unchanged(_) => "unchanged",
             UpsertOutcome::Stale(_) => "stale",
+            UpsertOutcome::Existed(_) => "existed",
+            UpsertOutcome::Missing(_) => "missing",
         }
     }
 }
@@ -208,6 +218,10 @@ pub struct BatchReport {
     /// (versioned documents and deletes) older than the stored version: nothing written
     /// ([`UpsertOutcome::Stale`], [`DeleteOutcome::Stale`]).
     pub stale: u64,
+    /// ([`WriteMode::InsertOnly`](crate::WriteMode::InsertOnly)) stored already: left alone.
+    pub existed: u64,
+    /// ([`WriteMode::UpdateOnly`](crate::WriteMode::UpdateOnly)) not stored: not created.
+    pub missing: u64,
     /// (events) already stored — retries whose first attempt landed.
     pub already_applied: u64,
     /// (deletes) documents this call deleted ([`DeleteOutcome::Deleted`]).
@@ -231,6 +245,8 @@ impl BatchReport {
             + self.updated
             + self.unchanged
             + self.stale
+            + self.existed
+            + self.missing
             + self.already_applied
             + self.deleted
             + self.not_found
@@ -268,6 +284,8 @@ impl Counted for UpsertOutcome {
             UpsertOutcome::Updated(_) => r.updated += 1,
             UpsertOutcome::Unchanged(_) => r.unchanged += 1,
             UpsertOutcome::Stale(_) => r.stale += 1,
+            UpsertOutcome::Existed(_) => r.existed += 1,
+            UpsertOutcome::Missing(_) => r.missing += 1,
         }
     }
 }

@@ -6,6 +6,7 @@
 
 use bson::Bson;
 
+use super::mode::WriteMode;
 use crate::outcome::UpsertOutcome;
 use crate::stored::same_content;
 use ulid::Ulid;
@@ -41,6 +42,8 @@ pub(crate) struct Incoming<'a> {
     pub(crate) hash: &'a str,
     pub(crate) version: Option<i64>,
     pub(crate) tombstone: bool,
+    /// Which documents the call may create or change.
+    pub(crate) mode: WriteMode,
 }
 
 /// What a write makes of the document once it applies: the outcome it reports.
@@ -124,12 +127,26 @@ pub(crate) fn decide<'a>(
     if new.tombstone {
         return decide_delete(new, stored, sent);
     }
+    let missing = Action::Done(UpsertOutcome::Missing(new.id));
     let Some(stored) = stored else {
+        if new.mode == WriteMode::UpdateOnly {
+            return missing;
+        }
         return match sent {
             Some(Sent::Refused) => Action::AdoptById,
             None | Some(Sent::Uncertain { .. }) => Action::Insert,
         };
     };
+    match new.mode {
+        // A tombstone is no document to update, and bringing it back would create one.
+        WriteMode::UpdateOnly if stored.deleted => return missing,
+        // Left alone — unless it is this call's own insert, whose reply was lost.
+        WriteMode::InsertOnly if !stored.deleted => {
+            let existed = UpsertOutcome::Existed(new.id);
+            return Action::Done(ours_or(new.id, stored, sent, existed));
+        }
+        _ => {}
+    }
     let (v, s) = (new.version, stored.number());
     let newer_stored = v.is_some_and(|v| s.is_some_and(|s| s >= v));
     if stored.id.as_str() != Some(new.id_text) {
@@ -160,7 +177,8 @@ pub(crate) fn decide<'a>(
         if v.is_some() && s != v {
             return update(Effect::Unchanged);
         }
-        return Action::Done(ours_or(new.id, stored, sent, Effect::Unchanged));
+        let unchanged = UpsertOutcome::Unchanged(new.id);
+        return Action::Done(ours_or(new.id, stored, sent, unchanged));
     }
     match v {
         Some(v) if s == Some(v) => Action::Conflict(v),
@@ -193,7 +211,8 @@ fn decide_delete<'a>(
     match (stored.deleted, s.zip(v)) {
         (_, Some((s, v))) if s > v => Action::Done(UpsertOutcome::Stale(new.id)),
         (true, Some((s, v))) if s == v => {
-            Action::Done(ours_or(new.id, stored, sent, Effect::Unchanged))
+            let unchanged = UpsertOutcome::Unchanged(new.id);
+            Action::Done(ours_or(new.id, stored, sent, unchanged))
         }
         (true, _) => update(Effect::Unchanged),
         (false, _) => update(Effect::Updated),
@@ -202,12 +221,17 @@ fn decide_delete<'a>(
 
 /// The outcome when what this call writes is stored: what its own write made of the document
 /// if the stored token is the one it sent, else `otherwise` (another writer stored it).
-fn ours_or(id: Ulid, stored: Stored<'_>, sent: Option<&Sent>, otherwise: Effect) -> UpsertOutcome {
+fn ours_or(
+    id: Ulid,
+    stored: Stored<'_>,
+    sent: Option<&Sent>,
+    otherwise: UpsertOutcome,
+) -> UpsertOutcome {
     match sent {
         Some(Sent::Uncertain { token, effect }) if stored.token == Some(token.as_str()) => {
             effect.outcome(id)
         }
-        _ => otherwise.outcome(id),
+        _ => otherwise,
     }
 }
 
@@ -228,6 +252,7 @@ mod tests {
             hash: "h1",
             version,
             tombstone: false,
+            mode: WriteMode::Merge,
         }
     }
 
@@ -369,6 +394,7 @@ mod versioned {
             hash: if tombstone { "" } else { "h1" },
             version: Some(version),
             tombstone,
+            mode: WriteMode::Merge,
         }
     }
 
@@ -534,6 +560,67 @@ mod versioned {
     }
 
     #[test]
+    fn insert_only_and_update_only() {
+        let with = |mode, version| Incoming {
+            mode,
+            version,
+            ..new(5, false)
+        };
+        let (ins, upd) = (WriteMode::InsertOnly, WriteMode::UpdateOnly);
+        let existed = Action::Done(UpsertOutcome::Existed(id()));
+        let missing = Action::Done(UpsertOutcome::Missing(id()));
+        // Nothing stored: insert-only inserts, update-only creates nothing.
+        assert_eq!(
+            decide(with(ins, Some(5)), || None, None, None),
+            Action::Insert
+        );
+        assert_eq!(decide(with(upd, Some(5)), || None, None, None), missing);
+        assert_eq!(decide(with(upd, None), || None, None, None), missing);
+        // Stored, whatever its version or id: insert-only leaves it alone.
+        for at in [
+            At::live("h0", Some(4)),
+            At::live("h1", Some(5)),
+            At::live("h0", Some(9)),
+            At(OTHER.into(), Some("h0".into()), None, false),
+        ] {
+            assert_eq!(d(with(ins, Some(5)), &at), existed);
+            assert_eq!(d(with(ins, None), &at), existed);
+        }
+        // ... but knows its own insert, whose reply was lost.
+        let mine = At::live("h1", Some(5));
+        let sent = Sent::Uncertain {
+            token: "t1".into(),
+            effect: Effect::Inserted,
+        };
+        let view = Some(mine.view(Some("t1")));
+        assert_eq!(
+            decide(with(ins, Some(5)), || None, view, Some(&sent)),
+            Action::Done(UpsertOutcome::Inserted(id()))
+        );
+        // A tombstone is no document: insert-only brings a newer version back (or is stale),
+        // update-only creates nothing.
+        let dead = At::tombstone(4);
+        assert_eq!(
+            d(with(ins, Some(5)), &dead),
+            update(&dead, Effect::Inserted)
+        );
+        assert_eq!(
+            d(with(ins, Some(3)), &dead),
+            Action::Done(UpsertOutcome::Stale(id()))
+        );
+        assert_eq!(d(with(upd, Some(5)), &dead), missing);
+        // Stored: update-only decides as merge does.
+        for at in [
+            At::live("h0", Some(4)),
+            At::live("h1", Some(5)),
+            At::live("h0", Some(9)),
+        ] {
+            let merge = d(with(WriteMode::Merge, Some(5)), &at);
+            assert_eq!(d(with(upd, Some(5)), &at), merge);
+        }
+    }
+
+    #[test]
     fn an_unversioned_write_brings_a_tombstone_back() {
         let dead = At::tombstone(5);
         let plain = Incoming {
@@ -558,7 +645,7 @@ mod model {
     use proptest::prelude::*;
     use ulid::Ulid;
 
-    use super::{decide, Action, Effect, Incoming, Sent, Stored};
+    use super::{decide, Action, Effect, Incoming, Sent, Stored, WriteMode};
     use crate::outcome::UpsertOutcome;
 
     #[derive(Debug, Clone)]
@@ -686,6 +773,7 @@ mod model {
                 hash: &hash,
                 version: None,
                 tombstone: false,
+                mode: WriteMode::Merge,
             };
             let action = decide(new, || hash_v1.clone(), view, sent.as_ref());
             // Another writer between this read and this write; a decision that writes nothing

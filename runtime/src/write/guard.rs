@@ -522,6 +522,7 @@ fn plan<'p>(
             hash: &p.hash,
             version: p.version,
             tombstone: p.tombstone,
+            mode: call.mode,
         };
         let other_hash = || (call.other_hash)(i);
         let (stored_hash, version_guard, effect) =
@@ -660,7 +661,7 @@ fn statement(
     .map_err(serialize)?;
     let update = match call.mode {
         _ if p.tombstone => body,
-        WriteMode::Merge => {
+        WriteMode::Merge | WriteMode::InsertOnly | WriteMode::UpdateOnly => {
             let mut u = RawDocumentBuf::new();
             u.append("$set", body);
             // Fields of the type that this value does not serialize (a skipped `None`) must

@@ -1,6 +1,9 @@
-//! How an upsert writes a changed document.
+//! How an upsert writes a changed document, and which documents it may create or change.
 
-/// How an upsert writes a changed document.
+/// How an upsert writes a changed document, and which documents it may create or change.
+/// `natural-key ingest --mode` takes mongoimport's names where the meaning matches: `merge`,
+/// `upsert` (= [`Replace`](WriteMode::Replace)), `insert` (= [`InsertOnly`](WriteMode::InsertOnly)),
+/// and `update` (= [`UpdateOnly`](WriteMode::UpdateOnly)).
 ///
 /// ```no_run
 /// # use natural_key::prelude::*;
@@ -21,4 +24,12 @@ pub enum WriteMode {
     Merge,
     /// Replace the stored document: fields unknown to the type are removed too.
     Replace,
+    /// Create documents only: a document whose identity is stored is left alone, reported
+    /// [`UpsertOutcome::Existed`](crate::UpsertOutcome::Existed) (a tombstone is no document:
+    /// a newer version is created over it).
+    InsertOnly,
+    /// Change stored documents only, as [`Merge`](WriteMode::Merge) does: a document not
+    /// stored (or deleted: a tombstone) is not created, reported
+    /// [`UpsertOutcome::Missing`](crate::UpsertOutcome::Missing).
+    UpdateOnly,
 }
