@@ -32,6 +32,9 @@ pub struct Container {
     pub namespace: Option<LitStr>,
     pub scheme: Option<LitStr>,
     pub separator: Option<LitStr>,
+    /// `changed_at = "..."`: the stored field the engine sets to its clock when a write changes
+    /// the content.
+    pub changed_at: Option<LitStr>,
     /// `crate = "..."`: the path under which natural-key is reachable.
     pub krate: Option<Path>,
     pub serde: SerdeContainer,
@@ -117,13 +120,15 @@ impl Container {
                     )
                 } else if meta.path.is_ident("separator") {
                     (&mut out.separator, "`separator = \":\"`")
+                } else if meta.path.is_ident("changed_at") {
+                    (&mut out.changed_at, "`changed_at = \"updated_at\"`")
                 } else {
                     return unknown(
                         cx,
                         &meta,
                         "unknown `natural_key` option; expected `namespace = \"...\"`, \
-                         `scheme = \"default\" | \"joined\"`, `separator = \"...\"` or \
-                         `crate = \"...\"`",
+                         `scheme = \"default\" | \"joined\"`, `separator = \"...\"`, \
+                         `changed_at = \"...\"` or `crate = \"...\"`",
                     );
                 };
                 let lit = string_value(cx, &meta, usage)?;

@@ -38,6 +38,13 @@ pub fn natural_key(input: &Container) -> TokenStream {
 
     let relative = relative_fields(input);
     let version = version(input, &p, &krate);
+    let changed_at = input.attrs.changed_at.as_ref().map(|name| {
+        quote! {
+            fn __changed_at_field() -> #p::Option<&'static str> {
+                #p::Option::Some(#name)
+            }
+        }
+    });
     quote! {
         #[automatically_derived]
         impl #impl_g #p::WriteKey for #ident #ty_g #where_clause {
@@ -58,6 +65,7 @@ pub fn natural_key(input: &Container) -> TokenStream {
             }
             #relative
             #version
+            #changed_at
             #content
         }
 
