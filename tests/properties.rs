@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use natural_key::prelude::*;
-use natural_key::{canonical_hash, MAX_TIMESTAMP_MS};
+use natural_key::{canonical_hash, KeyError, MAX_TIMESTAMP_MS};
 use proptest::prelude::*;
 
 #[derive(NaturalKey, Serialize, Deserialize, Clone, Debug)]
@@ -31,7 +31,85 @@ fn post(slug: String, lang: String, published_at: u64) -> Post {
     }
 }
 
+/// A versioned type: `#[natural_key(version)]` and `changed_at`; the version is content.
+#[derive(NaturalKey, Serialize, Deserialize, Clone, Debug)]
+#[natural_key(changed_at = "changedAt")]
+#[serde(rename_all = "camelCase")]
+struct Revision {
+    #[key]
+    slug: String,
+    #[key(timestamp)]
+    published_at: u64,
+    body: String,
+    #[natural_key(version)]
+    rev: u32,
+    // The engine's time, read back; never written by the struct.
+    #[serde(default, skip_serializing)]
+    changed_at: Option<natural_key::bson::DateTime>,
+}
+
+/// The version as an instant, and one too large for the int64 it is compared as.
+#[derive(NaturalKey, Serialize)]
+struct Edited<V: natural_key::KeyVersion + Serialize> {
+    #[key]
+    slug: String,
+    #[key(timestamp)]
+    published_at: u64,
+    #[natural_key(version, skip_hash)]
+    edited_at: V,
+}
+
+fn edited<V: natural_key::KeyVersion + Serialize>(edited_at: V) -> Edited<V> {
+    Edited {
+        slug: "s".into(),
+        published_at: 1,
+        edited_at,
+    }
+}
+
+#[test]
+fn the_version_and_changed_at_are_what_the_attributes_say() {
+    let doc = Revision {
+        slug: "s".into(),
+        published_at: 1,
+        body: String::new(),
+        rev: 7,
+        changed_at: None,
+    };
+    assert_eq!(doc.__version(), Ok(Some(7)));
+    assert_eq!(Revision::__changed_at_field(), Some("changedAt"));
+    assert_eq!(Post::__changed_at_field(), None);
+    assert_eq!(post("s".into(), "en".into(), 1).__version(), Ok(None));
+
+    let at = natural_key::bson::DateTime::from_millis(1_700_000_000_123);
+    assert_eq!(edited(at).__version(), Ok(Some(1_700_000_000_123)));
+    assert_eq!(
+        edited(u64::MAX).__version(),
+        Err(KeyError::VersionOutOfRange {
+            field: "edited_at",
+            value: u64::MAX.into()
+        })
+    );
+    // `skip_hash` leaves it out of the content hash, as on any field.
+    assert_eq!(
+        edited(1u64).content_hash().unwrap(),
+        edited(2u64).content_hash().unwrap()
+    );
+}
+
 proptest! {
+    /// The version is neither id nor identity; it is content unless `skip_hash` says otherwise.
+    #[test]
+    fn the_version_is_content_not_identity(slug in ".{0,20}", ts in 0..=MAX_TIMESTAMP_MS, r1 in any::<u32>(), r2 in any::<u32>()) {
+        prop_assume!(!slug.contains('\0'));
+        let a = Revision { slug, published_at: ts, body: "b".into(), rev: r1, changed_at: None };
+        let b = Revision { rev: r2, ..a.clone() };
+        prop_assert_eq!(a.__version(), Ok(Some(i64::from(r1))));
+        prop_assert_eq!(a.id().unwrap(), b.id().unwrap());
+        prop_assert_eq!(a.identity().unwrap(), b.identity().unwrap());
+        prop_assert_eq!(a.content_hash().unwrap() == b.content_hash().unwrap(), r1 == r2);
+    }
+
     #[test]
     fn ids_are_deterministic_and_decode_to_the_timestamp(
         slug in ".*", lang in "[a-z]{2}(-[A-Z]{2})?", ts in 0..=MAX_TIMESTAMP_MS

@@ -1,11 +1,15 @@
 /// Compile-fail cases of the derives and of `doc.upsert(&coll)`. Every case runs in the
-/// README's `cargo test --workspace`, where the command line's `chrono` feature is on, but one:
-/// the expected output of `natural_key_timestamp_wrong_type` lists the implementors of
-/// `KeyTimestamp`, which the optional time-crate features extend, so it runs on the default
-/// features only (`cargo test -p natural-key --test ui`, which `.ci/run` also runs).
+/// README's `cargo test --workspace`, where the command line's `chrono` feature is on, but two:
+/// the expected outputs of `natural_key_timestamp_wrong_type` and
+/// `natural_key_version_wrong_type` list the implementors of `KeyTimestamp` and `KeyVersion`,
+/// which the optional time-crate features extend, so they run on the default features only
+/// (`cargo test -p natural-key --test ui`, which `.ci/run` also runs).
 #[test]
 fn ui() {
-    const LISTS_TIME_IMPLEMENTORS: &str = "natural_key_timestamp_wrong_type.rs";
+    const LISTS_TIME_IMPLEMENTORS: [&str; 2] = [
+        "natural_key_timestamp_wrong_type.rs",
+        "natural_key_version_wrong_type.rs",
+    ];
     let time_features = cfg!(any(feature = "chrono", feature = "time", feature = "jiff"));
     let t = trybuild::TestCases::new();
     let mut cases: Vec<_> = std::fs::read_dir("tests/ui")
@@ -16,7 +20,7 @@ fn ui() {
     cases.sort();
     assert!(cases.len() > 20, "the cases are found: {cases:?}");
     for case in cases {
-        if time_features && case.ends_with(LISTS_TIME_IMPLEMENTORS) {
+        if time_features && LISTS_TIME_IMPLEMENTORS.iter().any(|f| case.ends_with(f)) {
             continue;
         }
         t.compile_fail(case);

@@ -1,6 +1,6 @@
 //! Parsing the attributes into plain data: `#[natural_key(...)]` on the container, `#[key]`,
-//! `#[key(timestamp | nfc | lowercase)]`, `#[natural_key(skip_hash)]`, `#[id]` and
-//! `#[idempotency_key]` on fields, and what `#[serde(...)]` says about the stored form. Only
+//! `#[key(timestamp | nfc | lowercase)]`, `#[natural_key(skip_hash | relative | version)]`,
+//! `#[id]` and `#[idempotency_key]` on fields, and what `#[serde(...)]` says about the stored form. Only
 //! syntax is checked here (unknown or repeated options, values of the wrong form); the rules
 //! that relate attributes live in `valid.rs`.
 
@@ -32,6 +32,9 @@ pub struct Container {
     pub namespace: Option<LitStr>,
     pub scheme: Option<LitStr>,
     pub separator: Option<LitStr>,
+    /// `changed_at = "..."`: the stored field the engine sets to its clock when a write changes
+    /// the content.
+    pub changed_at: Option<LitStr>,
     /// `crate = "..."`: the path under which natural-key is reachable.
     pub krate: Option<Path>,
     pub serde: SerdeContainer,
@@ -117,13 +120,15 @@ impl Container {
                     )
                 } else if meta.path.is_ident("separator") {
                     (&mut out.separator, "`separator = \":\"`")
+                } else if meta.path.is_ident("changed_at") {
+                    (&mut out.changed_at, "`changed_at = \"updated_at\"`")
                 } else {
                     return unknown(
                         cx,
                         &meta,
                         "unknown `natural_key` option; expected `namespace = \"...\"`, \
-                         `scheme = \"default\" | \"joined\"`, `separator = \"...\"` or \
-                         `crate = \"...\"`",
+                         `scheme = \"default\" | \"joined\"`, `separator = \"...\"`, \
+                         `changed_at = \"...\"` or `crate = \"...\"`",
                     );
                 };
                 let lit = string_value(cx, &meta, usage)?;
@@ -223,6 +228,8 @@ pub struct Field<'a> {
     pub skip_hash: Option<Path>,
     /// `#[natural_key(relative)]`, as written.
     pub relative: Option<Path>,
+    /// `#[natural_key(version)]`, as written.
+    pub version: Option<Path>,
     pub id: bool,
     pub idempotency_key: bool,
     /// Attributes of the other derive (`#[key]` under RandomId, `#[id]` and
@@ -238,6 +245,8 @@ pub struct SerdeField {
     pub rename: Option<LitStr>,
     /// `skip` or `skip_serializing`: never stored.
     pub not_stored: Option<Path>,
+    /// `skip_serializing_if`: stored or not, depending on the value.
+    pub stored_if: Option<Path>,
     /// `flatten`: stored as the entries of its value, not under a name.
     pub flatten: Option<Path>,
     /// An option that makes the stored field differ from the Rust field (`rename`, `skip`,
@@ -262,7 +271,11 @@ impl SerdeField {
             } else if path.is_ident("flatten") {
                 out.reshapes = true;
                 out.flatten = Some(path.clone());
-            } else if ["skip_serializing_if", "serialize_with", "with", "getter"]
+            } else if path.is_ident("skip_serializing_if") {
+                out.reshapes = true;
+                out.stored_if = Some(path.clone());
+                skip(meta)?;
+            } else if ["serialize_with", "with", "getter"]
                 .iter()
                 .any(|n| path.is_ident(n))
             {
@@ -283,6 +296,7 @@ impl<'a> Field<'a> {
             key: None,
             skip_hash: None,
             relative: None,
+            version: None,
             id: false,
             idempotency_key: false,
             other_derive: Vec::new(),
@@ -330,13 +344,18 @@ impl<'a> Field<'a> {
                         out.skip_hash.get_or_insert_with(|| meta.path.clone());
                         return Ok(());
                     }
+                    if meta.path.is_ident("version") && derive == Derive::NaturalKey {
+                        no_value(cx, &meta, "`#[natural_key(version)]`")?;
+                        out.version = Some(meta.path.clone());
+                        return Ok(());
+                    }
                     unknown(
                         cx,
                         &meta,
                         match derive {
                             Derive::NaturalKey => {
-                                "unknown `natural_key` field option; expected `skip_hash` or \
-                                 `relative`"
+                                "unknown `natural_key` field option; expected `skip_hash`, \
+                                 `relative` or `version`"
                             }
                             Derive::RandomId => {
                                 "unknown `natural_key` field option; expected `skip_hash`"

@@ -37,6 +37,14 @@ pub fn natural_key(input: &Container) -> TokenStream {
     );
 
     let relative = relative_fields(input);
+    let version = version(input, &p, &krate);
+    let changed_at = input.attrs.changed_at.as_ref().map(|name| {
+        quote! {
+            fn __changed_at_field() -> #p::Option<&'static str> {
+                #p::Option::Some(#name)
+            }
+        }
+    });
     quote! {
         #[automatically_derived]
         impl #impl_g #p::WriteKey for #ident #ty_g #where_clause {
@@ -56,6 +64,8 @@ pub fn natural_key(input: &Container) -> TokenStream {
                 #p::check_timestamp(#ts_name, #ts_millis)
             }
             #relative
+            #version
+            #changed_at
             #content
         }
 
@@ -105,6 +115,24 @@ fn timestamp_millis(input: &Container, krate: &TokenStream) -> (String, TokenStr
         <#ts_ty as #ts_krate::KeyTimestamp>::unix_millis(&self.#ts_member)
     };
     (ts_member.to_string(), millis)
+}
+
+/// `__version`, where a field is `#[natural_key(version)]`: its `KeyVersion` value, range-checked
+/// under its Rust name. The trait call is spanned at the field's type, so a type that is no
+/// version is reported there, as for the timestamp.
+fn version(input: &Container, p: &TokenStream, krate: &TokenStream) -> Option<TokenStream> {
+    let field = input.fields().iter().find(|f| f.attrs.version.is_some())?;
+    let (member, ty) = (field.ident, field.ty);
+    let name = member.to_string();
+    let ty_krate = respan(krate.clone(), ty.span());
+    let value = quote_spanned! {ty.span()=>
+        <#ty as #ty_krate::KeyVersion>::version(&self.#member)
+    };
+    Some(quote! {
+        fn __version(&self) -> #p::Result<#p::Option<i64>, #krate::KeyError> {
+            #p::Result::Ok(#p::Option::Some(#p::check_version(#name, #value)?))
+        }
+    })
 }
 
 /// The content hash methods of a NaturalKey impl. Every type has the v1 walk (its hashed

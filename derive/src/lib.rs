@@ -21,13 +21,43 @@ use crate::attr::Derive;
 /// `natural_key::Upsertable` too, so `doc.upsert(&coll)` is `coll.upsert(&doc)`.
 ///
 /// Field attributes: `#[key]`, `#[key(timestamp)]`, `#[key(nfc)]`, `#[key(lowercase)]`,
-/// `#[natural_key(skip_hash)]`. Container attributes: `#[natural_key(namespace = "...")]`,
-/// `#[natural_key(scheme = "joined", separator = ":")]`, `#[natural_key(crate = "...")]`.
+/// `#[natural_key(skip_hash)]`, `#[natural_key(relative)]`, `#[natural_key(version)]`.
+/// Container attributes: `#[natural_key(namespace = "...")]`,
+/// `#[natural_key(scheme = "joined", separator = ":")]`,
+/// `#[natural_key(changed_at = "...")]`, `#[natural_key(crate = "...")]`.
 ///
 /// The content hash covers what serde stores: a type whose `#[serde(...)]` attributes (or raw
 /// identifiers) make the stored document differ from its Rust fields hashes its serialization
 /// (content hash v2), and `skip_hash` leaves a field out under the name serde stores it with
 /// (docs/id-scheme.md, "Content hash").
+///
+/// `#[natural_key(version)]` marks the document's version (an integer, or an instant of any
+/// type `#[key(timestamp)]` takes, compared in Unix milliseconds), for writes that arrive out of
+/// order: a write whose version is lower than the stored one is stale and changes nothing, so an
+/// older version never overwrites a newer one, and a delete leaves a tombstone with its version,
+/// so a stale write does not bring the document back. The same version with other content is
+/// `Error::VersionConflict`. The version is not part of the id or the identity; it is content
+/// (hashed) unless also `skip_hash`. One field at most, not a key nor `relative`, and stored by
+/// serde (no `skip`, `skip_serializing` or `skip_serializing_if`).
+///
+/// `changed_at = "updated_at"` names a top-level field the engine sets to its own clock
+/// (`$currentDate`) when a write changes the stored content, and only then. It must not be a
+/// name the struct stores: to read the time back, give the field
+/// `#[serde(default, skip_serializing)]`.
+///
+/// ```
+/// use natural_key::prelude::*;
+///
+/// #[derive(NaturalKey, Serialize, Deserialize)]
+/// #[natural_key(changed_at = "changed_at")]
+/// struct Price {
+///     #[key] sku: String,
+///     #[key(timestamp)] listed_at: i64,
+///     cents: i64,
+///     #[natural_key(version)] revision: u64,
+///     #[serde(default, skip_serializing)] changed_at: Option<natural_key::bson::DateTime>,
+/// }
+/// ```
 ///
 /// `crate = "path"` is for a crate that uses natural-key under another name (renamed in
 /// `Cargo.toml`, or re-exported): the generated code names `path` instead of `::natural_key`,

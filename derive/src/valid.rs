@@ -1,7 +1,7 @@
 //! The rules of a model (`ast.rs`) that no single attribute can break on its own: the scheme's
 //! options, attributes of the other derive, stored names, `skip_hash` against serde's view of
-//! the field, one timestamp and at least one identity key (NaturalKey), one `#[id]`
-//! (RandomId). Every problem is reported into the one `Ctxt`.
+//! the field, one timestamp, at least one identity key, one version field and the `changed_at`
+//! name (NaturalKey), one `#[id]` (RandomId). Every problem is reported into the one `Ctxt`.
 
 use crate::ast::{Container, Field, SchemeName};
 use crate::attr::Derive;
@@ -18,7 +18,11 @@ pub fn check(cx: &mut Ctxt, cont: &Container) {
         check_skip_hash(cx, cont, field);
     }
     match cont.derive {
-        Derive::NaturalKey => check_keys(cx, cont, fields),
+        Derive::NaturalKey => {
+            check_keys(cx, cont, fields);
+            check_version(cx, fields);
+            check_changed_at(cx, cont, fields);
+        }
         Derive::RandomId => check_ids(cx, cont, fields),
     }
 }
@@ -224,6 +228,112 @@ fn check_keys(cx: &mut Ctxt, cont: &Container, fields: &[Field]) {
             "no identity `#[key]` field: mark the fields that say which document this \
              is (e.g. `slug`, `lang`); without them every document with the same \
              timestamp would share one id",
+        );
+    }
+}
+
+/// `#[natural_key(version)]`: one field, stored, and not a key or a relative field. It may be
+/// `skip_hash` (a version that changes with nothing else then writes nothing).
+fn check_version(cx: &mut Ctxt, fields: &[Field]) {
+    let versions = fields.iter().filter_map(|f| f.attrs.version.as_ref());
+    for extra in versions.skip(1) {
+        cx.error_spanned_by(
+            extra,
+            "a second `#[natural_key(version)]` field: a document has one version; keep \
+             `version` on one field",
+        );
+    }
+    for field in fields {
+        let Some(version) = &field.attrs.version else {
+            continue;
+        };
+        if let Some(key) = &field.attrs.key {
+            let which = if key.timestamp {
+                "the `#[key(timestamp)]` field is part of the id"
+            } else {
+                "a `#[key]` field identifies the document"
+            };
+            cx.error_spanned_by(
+                version,
+                format!(
+                    "the version cannot be a key: {which} and never changes, while the version \
+                     grows with each change; keep the version in a field of its own"
+                ),
+            );
+        }
+        if field.attrs.relative.is_some() {
+            cx.error_spanned_by(
+                version,
+                "the version cannot be a `relative` field: upserts, which the version orders, \
+                 leave relative fields alone; remove `relative`",
+            );
+        }
+        let serde = &field.attrs.serde;
+        let unstored = match (&serde.not_stored, &serde.stored_if) {
+            (Some(skip), _) => Some((path_text(skip), "", "never stores it")),
+            (None, Some(skip_if)) => Some((
+                path_text(skip_if),
+                " = \"...\"",
+                "leaves it out for some values",
+            )),
+            (None, None) => None,
+        };
+        if let Some((skip, value, what)) = unstored {
+            cx.error_spanned_by(
+                version,
+                format!(
+                    "the version field must be stored, so that a document read back carries \
+                     its version; `#[serde({skip}{value})]` {what}: remove `{skip}`"
+                ),
+            );
+        }
+    }
+}
+
+/// `changed_at = "..."`: a top-level name the engine can set (the rule of
+/// `check_stored_name`), and not one the struct itself stores, which the engine would overwrite.
+/// Where the stored names are unknown (`transparent`, `into`, `remote`, flattened entries) the
+/// runtime's check of the document is left to find a clash.
+fn check_changed_at(cx: &mut Ctxt, cont: &Container, fields: &[Field]) {
+    let Some(lit) = &cont.attrs.changed_at else {
+        return;
+    };
+    let name = lit.value();
+    let problem = if name.is_empty() {
+        "is empty; name the field the engine sets: `changed_at = \"updated_at\"`"
+    } else if name.starts_with("_nk_") {
+        "is reserved: natural-key stores its own fields under `_nk_` names; choose another name"
+    } else if name == "_id" {
+        "is the document's id; choose another name"
+    } else if name.starts_with('$') {
+        "starts with `$`, which engines read as an operator; choose another name"
+    } else if name.contains('.') {
+        "contains `.`, which an update reads as a path into another field; choose another name"
+    } else if name.contains('\0') {
+        "contains a NUL byte, which a BSON field name cannot hold; choose another name"
+    } else {
+        ""
+    };
+    if !problem.is_empty() {
+        cx.error_spanned_by(lit, format!("`changed_at` {name:?} {problem}"));
+        return;
+    }
+    if cont.attrs.serde.foreign.is_some() {
+        return;
+    }
+    if let Some(field) = fields
+        .iter()
+        .find(|f| cont.stored_name(f).as_deref() == Some(name.as_str()))
+    {
+        let field = field.ident;
+        cx.error_spanned_by(
+            lit,
+            format!(
+                "`changed_at` {name:?} is where the struct stores its field `{field}`; the engine \
+                 sets this field itself, so it must not be one the struct writes: choose \
+                 another name or, to read the time back into `{field}`, mark it \
+                 `#[serde(skip_serializing)]`",
+            ),
         );
     }
 }

@@ -62,6 +62,19 @@ struct StoredPost {
     fetched_at: i64,
 }
 
+/// A version and `changed_at`: `__version` names `KeyVersion` and `check_version` through
+/// `crate` too.
+#[derive(nk::NaturalKey, serde::Serialize)]
+#[natural_key(crate = "nk", changed_at = "changed_at")]
+struct VersionedPost {
+    #[key]
+    slug: String,
+    #[key(timestamp)]
+    published_at: i64,
+    #[natural_key(version)]
+    rev: u64,
+}
+
 #[derive(nk::RandomId, serde::Serialize)]
 #[natural_key(crate = "nk")]
 struct Click {
@@ -175,4 +188,15 @@ fn content_hash_v2() {
         .__content_hash_v1()
         .expect("a v2 type keeps its v1 hash");
     assert_ne!(p(1).content_hash().unwrap(), v1);
+}
+
+#[test]
+fn version_and_changed_at() {
+    let doc = VersionedPost {
+        slug: "hello-world".into(),
+        published_at: AT,
+        rev: 3,
+    };
+    assert_eq!(doc.__version(), Ok(Some(3)));
+    assert_eq!(VersionedPost::__changed_at_field(), Some("changed_at"));
 }
