@@ -307,3 +307,72 @@ async fn insert_only_and_update_only() {
     assert_eq!(r.inserted, 1, "{r:?}");
     assert_eq!(stored(&db, "b").await.unwrap().get_str("body"), Ok("again"));
 }
+
+#[derive(
+    natural_key::NaturalKey, serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq,
+)]
+struct Post {
+    #[key]
+    slug: String,
+    #[key(timestamp)]
+    published_at: i64,
+    #[natural_key(version)]
+    edited_at: natural_key::bson::DateTime,
+    body: String,
+}
+
+/// A typed document with a timestamp version: single writes and deletes decide by it, and the
+/// handle's reads do not see a tombstone.
+#[tokio::test]
+async fn a_typed_version_single_writes_and_reads() {
+    use natural_key::bson::DateTime;
+    use natural_key::{Collection, DeleteOutcome, NaturalKey, UpsertOutcome};
+    let (db, _) = support::database("versions_typed").await;
+    let coll = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let at = |ms: i64, body: &str| Post {
+        slug: "hello".into(),
+        published_at: 1_700_000_000_000,
+        edited_at: DateTime::from_millis(ms),
+        body: body.into(),
+    };
+    let id = at(0, "").id().unwrap();
+    assert_eq!(
+        coll.upsert(&at(2_000, "b")).await.unwrap(),
+        UpsertOutcome::Inserted(id)
+    );
+    assert_eq!(
+        coll.upsert(&at(1_000, "a")).await.unwrap(),
+        UpsertOutcome::Stale(id)
+    );
+    assert_eq!(
+        coll.upsert(&at(3_000, "c")).await.unwrap(),
+        UpsertOutcome::Updated(id)
+    );
+    assert_eq!(coll.get(id).await.unwrap(), Some(at(3_000, "c")));
+    assert!(matches!(
+        coll.upsert(&at(3_000, "C")).await,
+        Err(Error::VersionConflict { version: 3_000, .. })
+    ));
+    assert_eq!(
+        coll.delete(&at(2_999, "")).await.unwrap(),
+        DeleteOutcome::Stale(id)
+    );
+    assert_eq!(
+        coll.delete(&at(3_000, "")).await.unwrap(),
+        DeleteOutcome::Deleted(id)
+    );
+    assert_eq!(coll.get(id).await.unwrap(), None);
+    assert_eq!(coll.find_by_key(&at(0, "")).await.unwrap(), None);
+    assert_eq!(
+        coll.upsert(&at(3_000, "c")).await.unwrap(),
+        UpsertOutcome::Stale(id)
+    );
+    assert_eq!(
+        coll.upsert(&at(4_000, "d")).await.unwrap(),
+        UpsertOutcome::Inserted(id)
+    );
+    assert_eq!(
+        coll.find_by_key(&at(0, "")).await.unwrap(),
+        Some(at(4_000, "d"))
+    );
+}
