@@ -376,3 +376,49 @@ async fn a_typed_version_single_writes_and_reads() {
         Some(at(4_000, "d"))
     );
 }
+
+/// Tombstones are pruned by age on request: none younger than the cutoff, every older one
+/// (a dry run counts them first); once pruned, a late older write is a new document again —
+/// what a tombstone's cost buys.
+#[tokio::test]
+async fn tombstones_are_pruned_by_age() {
+    use std::time::Duration;
+    let (db, _) = support::database("versions_prune").await;
+    let coll = spec().open(&db, "posts").await.unwrap();
+    write(
+        &coll,
+        vec![post("a", 1, "a"), post("b", 1, "b"), post("c", 1, "c")],
+    )
+    .await;
+    delete(
+        &coll,
+        vec![post("a", 2, ""), post("b", 2, ""), post("z", 2, "")],
+    )
+    .await;
+
+    let hour = coll
+        .prune_tombstones(Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(hour.pruned, 0);
+    let plan = coll
+        .prune_tombstones(Duration::ZERO)
+        .dry_run()
+        .await
+        .unwrap();
+    assert_eq!((plan.pruned, plan.dry_run), (3, true));
+    assert_eq!(
+        db.collection::<Document>("posts")
+            .count_documents(doc! {})
+            .await
+            .unwrap(),
+        4
+    );
+    let done = coll.prune_tombstones(Duration::ZERO).await.unwrap();
+    assert_eq!((done.pruned, done.changed), (3, 0));
+    let left = support::all_documents(&db.collection("posts")).await;
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].get_str("slug"), Ok("c"));
+    let r = write(&coll, vec![post("a", 1, "a")]).await;
+    assert_eq!(r.inserted, 1, "pruned: nothing remembers the deletion");
+}

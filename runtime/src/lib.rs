@@ -30,7 +30,7 @@ mod write;
 
 pub use action::{
     Adopt, Apply, Audit, Delete, DeleteMany, DeleteStream, Insert, InsertMany, InsertStream,
-    OpenCollection, Prune, Rekey, Upsert, UpsertMany, UpsertStream,
+    OpenCollection, Prune, PruneTombstones, Rekey, Upsert, UpsertMany, UpsertStream,
 };
 pub use change::{Change, FieldPath, OpId, DEFAULT_RETAINED_OPERATIONS};
 pub use collection::Collection;
@@ -45,6 +45,7 @@ pub use maintain::adoption::{AdoptReport, Candidate};
 pub use maintain::findings::{AuditReport, Finding};
 pub use maintain::pruning::{PruneReport, SyncReport, DEFAULT_MAX_PRUNE_FRACTION};
 pub use maintain::rekeying::RekeyOutcome;
+pub use maintain::tombstones::TombstoneReport;
 pub use maintain::DEFAULT_SAMPLE;
 pub use names::{
     HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, OPS_FIELD,

@@ -1,6 +1,7 @@
 //! `prune`: a sync from a full snapshot — an ingest, then the deletion of what the snapshot no
 //! longer holds ([`Prune`]); or, for an input written in several calls, the deletion alone
-//! ([`SpecPrune`]). `maintain::pruning` deletes.
+//! ([`SpecPrune`]). `maintain::pruning` deletes. And the pruning of tombstones by age
+//! ([`PruneTombstones`], `maintain::tombstones`).
 
 use std::borrow::Borrow;
 use std::collections::HashSet;
@@ -10,10 +11,12 @@ use std::sync::{Arc, Mutex};
 use futures_util::Stream;
 
 use super::{dry_run_option, BoxFuture};
-use crate::collection::SpecCollection;
+use crate::collection::{Collection, SpecCollection};
 use crate::content::ContentHash;
 use crate::error::Error;
 use crate::maintain::pruning::{prune, sync, PruneReport, SyncReport, DEFAULT_MAX_PRUNE_FRACTION};
+use crate::maintain::tombstones::{prune_tombstones, TombstoneReport};
+use crate::op::Target;
 use crate::outcome::BatchError;
 use crate::traits::NaturalKey;
 use crate::UpsertStream;
@@ -147,5 +150,67 @@ impl<'a> IntoFuture for SpecPrune<'a> {
     fn into_future(self) -> Self::IntoFuture {
         let target = &self.coll.target;
         Box::pin(async move { prune(target, &self.seen, self.dry_run, self.max_fraction).await })
+    }
+}
+
+/// Builder returned by [`Collection::prune_tombstones`] and
+/// [`SpecCollection::prune_tombstones`]; `.await` it.
+#[must_use = "a prune does nothing until awaited"]
+pub struct PruneTombstones<'a> {
+    target: &'a Target,
+    older_than: std::time::Duration,
+    dry_run: bool,
+}
+
+impl PruneTombstones<'_> {
+    dry_run_option!("Counts the tombstones that would be deleted, deletes nothing.");
+}
+
+impl<'a> IntoFuture for PruneTombstones<'a> {
+    type Output = Result<TombstoneReport, Error>;
+    type IntoFuture = BoxFuture<'a, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(prune_tombstones(self.target, self.older_than, self.dry_run))
+    }
+}
+
+impl<T: Send + Sync> Collection<T> {
+    /// Deletes the tombstones that versioned deletes left more than `older_than` ago (by the
+    /// deleting client's clock). A tombstone keeps a late write of an older version from
+    /// bringing a deleted document back; keep them for longer than your pipeline can deliver
+    /// a write late (its longest replay or redelivery window). Each costs one small document
+    /// (its `_id`, identity, version and time of deletion; docs/id-scheme.md, "Versions and
+    /// tombstones"). A tombstone changed since it was read (a newer version brought the
+    /// document back) is left alone.
+    ///
+    /// ```no_run
+    /// # use natural_key::prelude::*;
+    /// # #[derive(NaturalKey, Serialize, Deserialize)]
+    /// # struct Post { #[key] slug: String, #[key(timestamp)] published_at: i64, #[natural_key(version)] rev: u64 }
+    /// # async fn f(posts: natural_key::Collection<Post>) -> Result<(), natural_key::Error> {
+    /// let week = std::time::Duration::from_secs(7 * 24 * 3600);
+    /// let plan = posts.prune_tombstones(week).dry_run().await?;
+    /// println!("{} tombstones older than a week", plan.pruned);
+    /// posts.prune_tombstones(week).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn prune_tombstones(&self, older_than: std::time::Duration) -> PruneTombstones<'_> {
+        PruneTombstones {
+            target: &self.target,
+            older_than,
+            dry_run: false,
+        }
+    }
+}
+
+impl SpecCollection {
+    /// [`Collection::prune_tombstones`] for documents described at run time.
+    pub fn prune_tombstones(&self, older_than: std::time::Duration) -> PruneTombstones<'_> {
+        PruneTombstones {
+            target: &self.target,
+            older_than,
+            dry_run: false,
+        }
     }
 }

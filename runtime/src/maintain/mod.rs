@@ -1,6 +1,6 @@
 //! The life of a collection after its first write: audit what is stored ([`findings`]), adopt
 //! what other code wrote ([`adoption`]), rekey a corrected timestamp key ([`rekeying`]), prune
-//! what the source dropped ([`pruning`]). Their builders are `action/`'s.
+//! what the source dropped ([`pruning`]), prune tombstones by age ([`tombstones`]). Their builders are `action/`'s.
 //!
 //! All of them stream (one batch of documents in memory at a time, plus one small entry per
 //! identity) and are crash-safe by the order of their writes: a document is written under its
@@ -16,6 +16,7 @@ pub(crate) mod pruning;
 pub(crate) mod rekeying;
 pub(crate) mod scan;
 pub(crate) mod statements;
+pub(crate) mod tombstones;
 
 /// Documents per round trip of a scan: the "O(1) round trips per 10,000 documents".
 pub(crate) const SCAN_BATCH: usize = 10_000;

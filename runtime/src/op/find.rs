@@ -230,7 +230,11 @@ fn read_batch(target: &Target) -> i64 {
 
 /// A `find` of `filter`, with only `fields` projected (`None`: whole documents): every read
 /// natural-key sends starts here.
-fn command(target: &Target, filter: RawDocumentBuf, fields: Option<&[&str]>) -> RawDocumentBuf {
+pub(crate) fn command(
+    target: &Target,
+    filter: RawDocumentBuf,
+    fields: Option<&[&str]>,
+) -> RawDocumentBuf {
     let mut cmd = RawDocumentBuf::new();
     cmd.append("find", target.name.as_str());
     cmd.append("filter", filter);

@@ -15,7 +15,10 @@ mod indexes;
 mod shard;
 
 pub(crate) use command::{chunks, Command, Refusal};
-pub(crate) use find::{find, find_identities, is_empty, Scan, StoredEvent, StoredIdentity};
+pub(crate) use find::{
+    command as find_command, cursor, find, find_identities, is_empty, Scan, StoredEvent,
+    StoredIdentity,
+};
 #[cfg(test)]
 pub(crate) use hello::Hello;
 pub(crate) use indexes::{create_index, list_indexes, IndexInfo};
