@@ -422,3 +422,58 @@ async fn tombstones_are_pruned_by_age() {
     let r = write(&coll, vec![post("a", 1, "a")]).await;
     assert_eq!(r.inserted, 1, "pruned: nothing remembers the deletion");
 }
+
+/// Maintenance with a version declared: the audit counts tombstones apart and reports
+/// documents whose `_nk_version` is not their version; adopt leaves tombstones alone; rekey
+/// does not move (and so bring back) a deleted document.
+#[tokio::test]
+async fn audit_adopt_and_rekey_know_tombstones() {
+    use natural_key::bson::DateTime;
+    use natural_key::{Collection, NaturalKey, RekeyOutcome};
+    let (db, _) = support::database("versions_maintenance").await;
+    let coll = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let at = |slug: &str, ms: i64| Post {
+        slug: slug.into(),
+        published_at: 1_700_000_000_000,
+        edited_at: DateTime::from_millis(ms),
+        body: "b".into(),
+    };
+    coll.upsert_many(&[at("a", 1), at("b", 1)]).await.unwrap();
+    coll.delete(&at("b", 2)).await.unwrap();
+    // Another writer moves `a`'s version field without `_nk_version`.
+    let raw = db.collection::<Document>("posts");
+    let a = at("a", 0).id().unwrap().to_string();
+    raw.update_one(
+        doc! {"_id": &a},
+        doc! {"$set": {"edited_at": DateTime::from_millis(9)}},
+    )
+    .await
+    .unwrap();
+
+    let report = coll.audit().await.unwrap();
+    assert_eq!(report.tombstones.count, 1, "{report}");
+    assert_eq!(report.version_drift.count, 1, "{report}");
+    assert_eq!(report.unreadable.count, 0, "{report}");
+    // The version field is hashed: the other writer's edit is hash drift too.
+    assert_eq!((report.clean, report.hash_drift.count), (0, 1), "{report}");
+    assert!(report.is_clean(), "{report}");
+    assert!(report.to_string().contains("tombstones"), "{report}");
+
+    let adopted = coll.adopt().await.unwrap();
+    assert!(adopted.audit.is_clean());
+    let mut moved = at("b", 3);
+    moved.published_at += 1;
+    assert_eq!(coll.rekey(&moved).await.unwrap(), RekeyOutcome::NotFound);
+    let b = raw
+        .find_one(doc! {"_id": at("b", 0).id().unwrap().to_string()})
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        b.get("_nk_deleted").is_some() && b.get("body").is_none(),
+        "{b}"
+    );
+    // A write records the version the fields hold: no drift left.
+    coll.upsert(&at("a", 10)).await.unwrap();
+    assert_eq!(coll.audit().await.unwrap().version_drift.count, 0);
+}

@@ -542,6 +542,8 @@ impl<T> Read<T> {
             hash: self.hash,
             state: self.state,
             stored: self.stored,
+            version: self.version,
+            version_stored: self.version_stored,
         };
         (candidate, rest)
     }

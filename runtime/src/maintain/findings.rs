@@ -77,6 +77,14 @@ pub struct AuditReport {
     pub duplicates_differing: Finding,
     /// Documents beyond the first of each duplicated identity.
     pub surplus_documents: u64,
+    /// Tombstones: what versioned deletes left of deleted documents (not counted in
+    /// `scanned`'s other findings; pruned by age with `prune_tombstones`).
+    pub tombstones: Finding,
+    /// Documents of a versioned type (or spec) whose `_nk_version` is not the version their
+    /// fields hold: stored before the version was declared (the next write records it), or
+    /// a version field edited by other code. Until a write records it, any version of the
+    /// document is taken as newer.
+    pub version_drift: Finding,
 }
 
 impl Default for AuditReport {
@@ -94,6 +102,8 @@ impl Default for AuditReport {
             duplicates_identical: Finding::default(),
             duplicates_differing: Finding::default(),
             surplus_documents: 0,
+            tombstones: Finding::default(),
+            version_drift: Finding::default(),
         }
     }
 }
@@ -111,7 +121,7 @@ impl AuditReport {
 
 impl fmt::Display for AuditReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: [(&str, u64, &[Bson]); 8] = [
+        let rows: [(&str, u64, &[Bson]); 10] = [
             ("scanned", self.scanned, &[]),
             ("clean", self.clean, &[]),
             ("unreadable", self.unreadable.count, &self.unreadable.sample),
@@ -128,6 +138,12 @@ impl fmt::Display for AuditReport {
                 self.duplicates_differing.count,
                 &self.duplicates_differing.sample,
             ),
+            (
+                "version drift",
+                self.version_drift.count,
+                &self.version_drift.sample,
+            ),
+            ("tombstones", self.tombstones.count, &self.tombstones.sample),
         ];
         writeln!(f, "{:<22} {:>10}  sample", "finding", "count")?;
         for (name, count, sample) in rows {
@@ -199,7 +215,11 @@ pub(crate) async fn scan_with<K: Derive + Sync>(
                     report.unreadable.note(&id, sample);
                     report.first_unreadable.get_or_insert(message);
                 }
+                Seen::Tombstone { id } => report.tombstones.note(&id, sample),
                 Seen::Read(r) => {
+                    if !r.version_stored {
+                        report.version_drift.note(&r.id, sample);
+                    }
                     match r.state {
                         State::Clean => report.clean += 1,
                         State::HashDrift => report.hash_drift.note(&r.id, sample),

@@ -15,7 +15,7 @@ use super::statements::{apply, delete_one, fragment, statement};
 use crate::collection::Collection;
 use crate::error::Error;
 use crate::names::{
-    IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, RECORD_FIELDS, RESERVED_PREFIX,
+    DELETED_FIELD, IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, RECORD_FIELDS, RESERVED_PREFIX,
 };
 use crate::op;
 use crate::op::Command;
@@ -82,6 +82,11 @@ where
     let found: Vec<Document> = op::find(target, fragment(&filter)?, None, &mut once, None).await?;
     let holds = |d: &&Document| d.get_str(IDENTITY_FIELD) == Ok(p.identity.as_str());
     let holder = found.iter().find(holds);
+    // Deleted (a versioned delete's tombstone holds the identity): nothing to move, and
+    // moving would bring the document back.
+    if holder.is_some_and(|h| !matches!(h.get(DELETED_FIELD), None | Some(Bson::Null))) {
+        return Ok(RekeyOutcome::NotFound);
+    }
     let released: Vec<&Document> = found
         .iter()
         .filter(|d| d.get_str(MOVED_TO_FIELD) == Ok(p.id_text.as_str()) && !holds(d))

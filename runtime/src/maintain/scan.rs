@@ -10,9 +10,10 @@ use ulid::Ulid;
 
 use crate::content::ContentHash;
 use crate::keyspec::KeySpec;
-use crate::names::{HASH_FIELD, IDENTITY_FIELD};
+use crate::names::{DELETED_FIELD, HASH_FIELD, IDENTITY_FIELD, VERSION_FIELD};
 use crate::stored::same_content;
 use crate::traits::NaturalKey;
+use bson::RawBsonRef;
 
 /// What one stored document is, read as `T`.
 pub(crate) enum Seen<T> {
@@ -22,6 +23,10 @@ pub(crate) enum Seen<T> {
         message: String,
     },
     Read(Read<T>),
+    /// A tombstone: what a versioned delete left of a document.
+    Tombstone {
+        id: Bson,
+    },
 }
 
 pub(crate) struct Read<T> {
@@ -33,6 +38,10 @@ pub(crate) struct Read<T> {
     pub(crate) state: State,
     /// The stored document as read (for adopt, which keeps every field).
     pub(crate) stored: RawDocumentBuf,
+    /// The version its fields give (a versioned type or spec), and whether `_nk_version`
+    /// stores exactly it.
+    pub(crate) version: Option<i64>,
+    pub(crate) version_stored: bool,
 }
 
 /// How a readable document stands against the id it derives.
@@ -79,6 +88,7 @@ pub(crate) struct Derived<D> {
     pub(crate) identity: [u8; 32],
     pub(crate) derived: Ulid,
     pub(crate) hash: ContentHash,
+    pub(crate) version: Option<i64>,
 }
 
 /// The key of a `#[derive(NaturalKey)]` type.
@@ -99,14 +109,16 @@ impl<T: NaturalKey + DeserializeOwned> Derive for Typed<T> {
         let derived = (|| {
             let (derived, digest) = crate::traits::derive_key(&doc)?;
             let hash = doc.content_hash()?;
-            Ok::<_, crate::Error>((digest, derived, hash))
+            let version = doc.__version()?;
+            Ok::<_, crate::Error>((digest, derived, hash, version))
         })();
-        let (identity, derived, hash) = derived.map_err(|e| e.to_string())?;
+        let (identity, derived, hash, version) = derived.map_err(|e| e.to_string())?;
         Ok(Derived {
             doc,
             identity,
             derived,
             hash,
+            version,
         })
     }
 
@@ -129,6 +141,7 @@ impl Derive for KeySpec {
             identity: identity.0,
             derived: id,
             hash: self.content_hash(stored).map_err(|e| e.to_string())?,
+            version: self.version_of(stored).map_err(|e| e.to_string())?,
         })
     }
 
@@ -145,6 +158,9 @@ pub(crate) fn inspect<T: NaturalKey + DeserializeOwned>(stored: RawDocumentBuf) 
 /// Reads one stored document by `key` and derives what it should be.
 pub(crate) fn inspect_with<K: Derive>(key: &K, stored: RawDocumentBuf) -> Seen<K::Doc> {
     let id = field(&stored, "_id").unwrap_or(Bson::Null);
+    if !matches!(stored.get(DELETED_FIELD), Ok(None | Some(RawBsonRef::Null))) {
+        return Seen::Tombstone { id };
+    }
     let d = match key.derive(&stored) {
         Ok(d) => d,
         Err(message) => return Seen::Unreadable { id, message },
@@ -164,6 +180,12 @@ pub(crate) fn inspect_with<K: Derive>(key: &K, stored: RawDocumentBuf) -> Seen<K
         }
         Some(_) => State::IdDrift,
     };
+    let version_stored = match (d.version, stored.get(VERSION_FIELD)) {
+        (Some(v), Ok(Some(RawBsonRef::Int64(s)))) => s == v,
+        (Some(v), Ok(Some(RawBsonRef::Int32(s)))) => i64::from(s) == v,
+        (Some(_), _) => false,
+        (None, _) => true,
+    };
     Seen::Read(Read {
         id,
         doc: d.doc,
@@ -172,6 +194,8 @@ pub(crate) fn inspect_with<K: Derive>(key: &K, stored: RawDocumentBuf) -> Seen<K
         hash: d.hash,
         state,
         stored,
+        version: d.version,
+        version_stored,
     })
 }
 
