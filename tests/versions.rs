@@ -477,3 +477,70 @@ async fn audit_adopt_and_rekey_know_tombstones() {
     coll.upsert(&at("a", 10)).await.unwrap();
     assert_eq!(coll.audit().await.unwrap().version_drift.count, 0);
 }
+
+#[derive(natural_key::NaturalKey, serde::Serialize, serde::Deserialize, Clone, Debug)]
+struct Item {
+    #[key]
+    sku: String,
+    #[key(timestamp)]
+    listed_at: i64,
+    #[natural_key(version)]
+    rev: u64,
+    #[natural_key(relative)]
+    stock: i64,
+}
+
+/// Relative updates with a version: an applied operation does not move the version (versions
+/// order whole-document writes; operations are exactly-once by their own keys), a versioned
+/// upsert keeps what operations changed, and a deleted document takes no operation.
+#[tokio::test]
+async fn relative_updates_with_a_version() {
+    use natural_key::{Change, Collection, NaturalKey, OpId, UpsertOutcome};
+    let (db, _) = support::database("versions_relative").await;
+    let items = Collection::<Item>::open(&db, "items").await.unwrap();
+    let item = |rev| Item {
+        sku: "s".into(),
+        listed_at: 1_700_000_000_000,
+        rev,
+        stock: 10,
+    };
+    let id = item(1).id().unwrap();
+    items.upsert(&item(1)).await.unwrap();
+    let sell = || Change::new().inc("stock", -1);
+    items
+        .apply(id, OpId::new("sale-1", 1_700_000_000_001_i64), sell())
+        .await
+        .unwrap();
+    let raw = db.collection::<Document>("items");
+    let stored = raw
+        .find_one(doc! {"_id": id.to_string()})
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.get_i64("_nk_version"), Ok(1), "{stored}");
+    assert_eq!(stored.get_i64("stock"), Ok(9), "{stored}");
+    assert_eq!(
+        items.upsert(&item(2)).await.unwrap(),
+        UpsertOutcome::Updated(id)
+    );
+    assert_eq!(
+        items.upsert(&item(1)).await.unwrap(),
+        UpsertOutcome::Stale(id)
+    );
+    let stored = raw
+        .find_one(doc! {"_id": id.to_string()})
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.get_i64("stock"),
+        Ok(9),
+        "an upsert keeps relative fields: {stored}"
+    );
+    items.delete(&item(2)).await.unwrap();
+    let err = items
+        .apply(id, OpId::new("sale-2", 1_700_000_000_002_i64), sell())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::DocumentNotFound { .. }), "{err}");
+}

@@ -14,7 +14,9 @@ use super::rounds::MAX_ROUNDS;
 use super::send::{send, Verdict};
 use crate::change::{operators, Change, OpId};
 use crate::error::{Error, FieldNameProblem};
-use crate::names::{IDENTITY_FIELD, OPS_FIELD, OPS_PRUNED_TO_FIELD, OP_HASH, OP_KEY, OP_TIME};
+use crate::names::{
+    DELETED_FIELD, IDENTITY_FIELD, OPS_FIELD, OPS_PRUNED_TO_FIELD, OP_HASH, OP_KEY, OP_TIME,
+};
 use crate::op::answer::classify;
 use crate::op::{self, Command, Session, Target};
 use crate::outcome::ApplyOutcome;
@@ -283,9 +285,10 @@ async fn shard_key(
     }
 }
 
-/// The filter of a statement on the document: its `_id`, and its shard key where one is due.
+/// The filter of a statement on the document: its `_id`, not a tombstone (a deleted document
+/// takes no operation), and its shard key where one is due.
 fn on_document(id: Ulid, key: Option<&Bson>) -> Document {
-    let mut q = doc! {"_id": id.to_string()};
+    let mut q = doc! {"_id": id.to_string(), DELETED_FIELD: Bson::Null};
     if let Some(key) = key {
         q.insert(IDENTITY_FIELD, key.clone());
     }
@@ -409,7 +412,9 @@ async fn read(
     tries: &mut Attempts,
     session: Session<'_>,
 ) -> Result<Option<Record>, Error> {
-    let filter = crate::op::encode(&doc! {"_id": id.to_string()}).map_err(classify)?;
+    // A tombstone is no document: an operation on it is `DocumentNotFound`.
+    let live = doc! {"_id": id.to_string(), DELETED_FIELD: Bson::Null};
+    let filter = crate::op::encode(&live).map_err(classify)?;
     let found: Vec<Record> = op::find(
         target,
         filter,
