@@ -544,3 +544,131 @@ async fn relative_updates_with_a_version() {
         .unwrap_err();
     assert!(matches!(err, Error::DocumentNotFound { .. }), "{err}");
 }
+
+#[derive(natural_key::NaturalKey, serde::Serialize, serde::Deserialize, Clone, Debug)]
+#[natural_key(changed_at = "changed_at")]
+struct Page {
+    #[key]
+    path: String,
+    #[key(timestamp)]
+    created_at: i64,
+    #[natural_key(version)]
+    #[natural_key(skip_hash)]
+    rev: u64,
+    body: String,
+    #[serde(default, skip_serializing)]
+    changed_at: Option<natural_key::bson::DateTime>,
+}
+
+/// The changed-at field is the engine's clock at each write that changes the content — an
+/// insert, an update in either mode, a document brought back — and stays as it is when a write
+/// is unchanged, stale, or only records a newer version. A typed value read back carries it,
+/// and writing that value back is unchanged.
+#[tokio::test]
+async fn the_engine_stamps_what_changed() {
+    use natural_key::{Collection, NaturalKey, UpsertOutcome, WriteMode};
+    let (db, _) = support::database("versions_changed_at").await;
+    let pages = Collection::<Page>::open(&db, "pages").await.unwrap();
+    let page = |rev, body: &str| Page {
+        path: "/".into(),
+        created_at: 1_700_000_000_000,
+        rev,
+        body: body.into(),
+        changed_at: None,
+    };
+    let id = page(1, "").id().unwrap();
+    let stamp = || async {
+        let d = db
+            .collection::<Document>("pages")
+            .find_one(doc! {"_id": id.to_string()})
+            .await
+            .unwrap()
+            .unwrap();
+        *d.get_datetime("changed_at")
+            .unwrap_or_else(|_| panic!("stamped: {d}"))
+    };
+    let pause = || tokio::time::sleep(std::time::Duration::from_millis(20));
+    let before = natural_key::bson::DateTime::now().timestamp_millis() - 60_000;
+
+    assert_eq!(
+        pages.upsert(&page(1, "a")).await.unwrap(),
+        UpsertOutcome::Inserted(id)
+    );
+    let t1 = stamp().await;
+    assert!(t1.timestamp_millis() > before, "{t1}");
+    let unchanged = [page(1, "a"), page(0, "z"), page(2, "a")];
+    for p in &unchanged {
+        pause().await;
+        pages.upsert(p).await.unwrap();
+        assert_eq!(stamp().await, t1, "{p:?}");
+    }
+    pause().await;
+    assert_eq!(
+        pages.upsert(&page(3, "b")).await.unwrap(),
+        UpsertOutcome::Updated(id)
+    );
+    let t2 = stamp().await;
+    assert!(t2 > t1);
+    pause().await;
+    let replaced = pages
+        .upsert(&page(4, "c"))
+        .mode(WriteMode::Replace)
+        .await
+        .unwrap();
+    assert_eq!(replaced, UpsertOutcome::Updated(id));
+    let t3 = stamp().await;
+    assert!(t3 > t2);
+    pause().await;
+    pages
+        .upsert(&page(5, "c"))
+        .mode(WriteMode::Replace)
+        .await
+        .unwrap();
+    assert_eq!(
+        stamp().await,
+        t3,
+        "a version alone, replaced, keeps the stamp"
+    );
+
+    let read = pages.get(id).await.unwrap().unwrap();
+    assert_eq!(read.changed_at, Some(t3));
+    assert_eq!(
+        pages.upsert(&read).await.unwrap(),
+        UpsertOutcome::Unchanged(id)
+    );
+
+    pages.delete(&page(6, "")).await.unwrap();
+    pause().await;
+    assert_eq!(
+        pages.upsert(&page(7, "d")).await.unwrap(),
+        UpsertOutcome::Inserted(id)
+    );
+    assert!(stamp().await > t3, "brought back: changed");
+}
+
+/// At run time: a document's own changed-at value (an export carries it) is neither stored
+/// nor hashed.
+#[tokio::test]
+async fn a_spec_changed_at_is_the_engines() {
+    let (db, _) = support::database("versions_changed_at_spec").await;
+    let coll = spec()
+        .changed_at("changed_at")
+        .open(&db, "posts")
+        .await
+        .unwrap();
+    let exported = |at: i64| {
+        let mut d = post("a", 1, "x");
+        d.append("changed_at", natural_key::bson::DateTime::from_millis(at));
+        d
+    };
+    assert_eq!(write(&coll, vec![exported(5)]).await.inserted, 1);
+    let t = stored(&db, "a").await.unwrap();
+    let stamped = *t.get_datetime("changed_at").unwrap();
+    assert!(stamped.timestamp_millis() > 5, "{t}");
+    let r = write(&coll, vec![exported(7)]).await;
+    assert_eq!(r.unchanged, 1, "{r:?}");
+    assert_eq!(
+        stored(&db, "a").await.unwrap().get_datetime("changed_at"),
+        Ok(&stamped)
+    );
+}

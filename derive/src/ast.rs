@@ -137,8 +137,17 @@ impl<'a> Container<'a> {
     /// container's `rename_all` rule applied to the identifier without `r#`, else that
     /// identifier. `None` for a field not stored under a name of its own (skipped, flattened).
     pub fn stored_name(&self, field: &Field) -> Option<String> {
+        if field.attrs.serde.not_stored.is_some() {
+            return None;
+        }
+        self.serde_name(field)
+    }
+
+    /// The name serde reads and writes `field` under, stored or not (a `skip_serializing`
+    /// field is still read under it). `None` for a flattened field.
+    pub fn serde_name(&self, field: &Field) -> Option<String> {
         let serde = &field.attrs.serde;
-        if serde.not_stored.is_some() || serde.flatten.is_some() {
+        if serde.flatten.is_some() {
             return None;
         }
         if let Some(lit) = &serde.rename {

@@ -139,10 +139,14 @@ fn version(input: &Container, p: &TokenStream, krate: &TokenStream) -> Option<To
 /// fields by Rust name); a v2 type hashes its serialization instead and keeps the walk for
 /// the hashes stored before the upgrade.
 fn content_hash(input: &Container, p: &TokenStream, krate: &TokenStream) -> TokenStream {
+    // A field that reads the engine's changed-at stamp back is the engine's, not content.
+    let changed_at = input.attrs.changed_at.as_ref().map(|l| l.value());
+    let stamp = |f: &&crate::ast::Field| changed_at.is_some() && input.serde_name(f) == changed_at;
     let hashed = input
         .fields()
         .iter()
-        .filter(|f| f.attrs.skip_hash.is_none());
+        .filter(|f| f.attrs.skip_hash.is_none())
+        .filter(|f| !stamp(f));
     let walk = |f: &crate::ast::Field| {
         let member = f.ident;
         // v1 hashed the identifier as the derive sees it, `r#` included.

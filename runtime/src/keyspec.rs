@@ -243,6 +243,8 @@ pub struct KeySpec {
     skip_hash: Vec<&'static str>,
     /// The version field and the form it is read in (`#[natural_key(version)]`).
     version: Option<(&'static str, TimestampForm)>,
+    /// The field the engine stamps when a write changes the content.
+    changed_at: Option<&'static str>,
 }
 
 impl KeySpec {
@@ -256,6 +258,7 @@ impl KeySpec {
             form: TimestampForm::Any,
             skip_hash: Vec::new(),
             version: None,
+            changed_at: None,
         }
     }
 
@@ -298,6 +301,33 @@ impl KeySpec {
     pub fn version(mut self, field: impl AsRef<str>, form: TimestampForm) -> Self {
         self.version = Some((intern(field.as_ref()), form));
         self
+    }
+
+    /// A field the engine sets to its own clock (`$currentDate`) whenever a write changes the
+    /// stored content — never when a write is unchanged or stale — so that downstream jobs can
+    /// read what changed since a time (`#[natural_key(changed_at = "...")]`). A document's own
+    /// value of the field is not stored (an export of the collection carries it) and not
+    /// hashed.
+    ///
+    /// ```
+    /// use natural_key_runtime::spec::{KeyField, KeyKind, KeySpec};
+    /// use natural_key_runtime::Scheme;
+    /// let spec = KeySpec::new(Scheme::Default { namespace: "" }, "at")
+    ///     .key(KeyField::new("slug", KeyKind::Str))
+    ///     .changed_at("changed_at");
+    /// let a = bson::rawdoc! { "slug": "a", "at": 1i64, "changed_at": 5i64 };
+    /// let b = bson::rawdoc! { "slug": "a", "at": 1i64 };
+    /// assert_eq!(spec.content_hash(&a)?, spec.content_hash(&b)?);
+    /// # Ok::<(), natural_key_runtime::Error>(())
+    /// ```
+    pub fn changed_at(mut self, field: impl AsRef<str>) -> Self {
+        self.changed_at = Some(intern(field.as_ref()));
+        self
+    }
+
+    /// The changed-at field, if the spec has one.
+    pub fn changed_at_field(&self) -> Option<&'static str> {
+        self.changed_at
     }
 
     /// The version field, if the spec has one.
@@ -372,7 +402,10 @@ impl KeySpec {
     /// prefix (what a v2 type whose stored fields these are writes, accepted as equal).
     pub(crate) fn hash(&self, doc: &RawDocument, v2: bool) -> Result<ContentHash, Error> {
         let skip = |name: &str| {
-            name == "_id" || name.starts_with(RESERVED_PREFIX) || self.skip_hash.contains(&name)
+            name == "_id"
+                || name.starts_with(RESERVED_PREFIX)
+                || self.skip_hash.contains(&name)
+                || Some(name) == self.changed_at
         };
         crate::content::untyped_hash(doc, skip, v2).map_err(|message| Error::Serialize {
             type_name: "a BSON document",

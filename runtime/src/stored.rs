@@ -91,13 +91,15 @@ impl Prepared {
     /// A document without a Rust type (a [`KeySpec`](crate::spec::KeySpec)'s), from what its
     /// spec derived: [`Prepared::of`]'s checks, by the same rules. An `_id` in `doc` is
     /// accepted only when it is the derived id as text (a re-import of an export of the
-    /// collection) and is not copied; any other `_id` is refused like a typed document's.
+    /// collection) and is not copied; any other `_id` is refused like a typed document's. The
+    /// `engine_owned` field (the spec's changed-at field) is not copied either.
     pub(crate) fn of_untyped(
         id: Ulid,
         identity: ContentHash,
         hash: ContentHash,
         version: Option<i64>,
         doc: &RawDocument,
+        engine_owned: Option<&str>,
         target: &Target,
     ) -> Result<Self, Error> {
         let id_text = id.to_string();
@@ -109,6 +111,10 @@ impl Prepared {
         for element in doc {
             let (name, value) = element.map_err(unreadable)?;
             if name == "_id" && value.as_str() == Some(id_text.as_str()) {
+                continue;
+            }
+            // The changed-at field is the engine's to set (an export carries it): not copied.
+            if Some(name) == engine_owned {
                 continue;
             }
             body.append_ref(name, value);

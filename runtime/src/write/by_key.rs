@@ -83,6 +83,7 @@ where
                 fields: None,
                 describe: &describe,
                 other_hash: &|_| None,
+                changed_at: None,
             };
             let session = self.session.as_deref_mut();
             let results = upsert_batch(&call, &tombstones, false, ledger, tries, session).await?;

@@ -119,6 +119,7 @@ where
             fields: self.on.fields,
             describe: &describe,
             other_hash: &other_hash,
+            changed_at: T::changed_at(spec),
         };
         let items: Vec<&Prepared> = batch.iter().map(|i| &i.prepared).collect();
         let session = self.session.as_deref_mut();
@@ -157,6 +158,8 @@ pub(crate) struct UpsertCall<'a> {
     /// Document `i`'s other accepted content hash (`Prepare::other_hash`, computed only when
     /// needed).
     pub(crate) other_hash: &'a (dyn Fn(usize) -> Option<String> + Sync),
+    /// The field the engine stamps with its clock when a write changes the content.
+    pub(crate) changed_at: Option<&'static str>,
 }
 
 /// What a batch's attempts have sent, kept across the retry policy's attempts: a lost reply
@@ -167,6 +170,9 @@ pub(crate) struct Ledger {
     token: String,
     /// Per item, what was sent whose fate no reply settled (`None`: nothing).
     sent: Vec<Option<Sent>>,
+    /// Per item, an insert or a replacement was sent: neither can carry `$currentDate`, so a
+    /// type with a changed-at field stamps the document once the batch is settled.
+    unstamped: Vec<bool>,
 }
 
 impl Ledger {
@@ -174,6 +180,7 @@ impl Ledger {
         Ledger {
             token: Ulid::new().to_string(),
             sent: vec![None; items],
+            unstamped: vec![false; items],
         }
     }
 }
@@ -252,6 +259,7 @@ pub(crate) async fn upsert_batch(
 ) -> Result<Outcomes<UpsertOutcome>, Error> {
     debug_assert_eq!(ledger.sent.len(), items.len());
     let token = ledger.token.as_str();
+    let unstamped = &mut ledger.unstamped;
     let mut state = BatchState::new(items, &mut ledger.sent);
     for round in 0..MAX_ROUNDS {
         if state.pending.is_empty() {
@@ -273,6 +281,15 @@ pub(crate) async fn upsert_batch(
         };
         let (mut inserts, updates) = plan(call, &mut state, &stored, token)?;
         state.pending.clear();
+        if call.changed_at.is_some() {
+            let replaced = updates.iter().filter(|u| replaces(call, u.effect));
+            for o in replaced
+                .map(|u| u.item)
+                .chain(inserts.iter().map(|o| o.item))
+            {
+                unstamped[o] = !items[o].tombstone;
+            }
+        }
         if call.target.sharded && !inserts.is_empty() {
             let now = session.as_deref_mut();
             take_foreign_ids(call.target, &mut state, &mut inserts, tries, now).await?;
@@ -282,7 +299,71 @@ pub(crate) async fn upsert_batch(
         let now = session.as_deref_mut();
         send_updates(call.target, &mut state, updates, token, tries, now).await?;
     }
+    if let Some(field) = call.changed_at {
+        let done = |r: &Option<Result<UpsertOutcome, Error>>| {
+            matches!(
+                r,
+                Some(Ok(UpsertOutcome::Inserted(_) | UpsertOutcome::Updated(_)))
+            )
+        };
+        let due: Vec<usize> = (0..items.len())
+            .filter(|&i| unstamped[i] && done(&state.results[i]))
+            .collect();
+        stamp(call.target, items, &due, field, token, tries, session).await?;
+    }
     Ok(or_contention(state.results, call.target, |i| items[i].id))
+}
+
+/// Whether an update of `effect` is a replacement, which cannot carry `$currentDate`.
+fn replaces(call: &UpsertCall<'_>, effect: Effect) -> bool {
+    call.mode == WriteMode::Replace && effect != Effect::Unchanged
+}
+
+/// Sets `field` to the engine's clock on the documents `due` that this batch inserted or
+/// replaced, while they still carry its token (a document another writer changed since is
+/// theirs to stamp). One statement each, in as few commands as the engine takes; a statement
+/// that matches nothing is that other writer's. Safe to repeat: a retried batch stamps again,
+/// a few milliseconds later.
+async fn stamp(
+    target: &Target,
+    items: &[&Prepared],
+    due: &[usize],
+    field: &str,
+    token: &str,
+    tries: &mut Attempts,
+    session: Session<'_>,
+) -> Result<(), Error> {
+    let mut statements = Vec::with_capacity(due.len());
+    for &i in due {
+        let p = items[i];
+        let mut q = RawDocumentBuf::new();
+        q.append("_id", p.id_text.as_str());
+        if target.sharded {
+            q.append(IDENTITY_FIELD, p.identity.as_str());
+        }
+        q.append(WRITE_FIELD, token);
+        let mut now = RawDocumentBuf::new();
+        now.append(field, true);
+        let mut u = RawDocumentBuf::new();
+        u.append("$currentDate", now);
+        let mut s = RawDocumentBuf::new();
+        s.append("q", q);
+        s.append("u", u);
+        statements.push(s);
+    }
+    let id = |k: usize| items[due[k]].id;
+    let kind = Command::Update;
+    send(
+        target,
+        kind,
+        &statements,
+        false,
+        id,
+        tries,
+        session,
+        |_, _| {},
+    )
+    .await
 }
 
 /// On a sharded collection the engine enforces `_id` only among documents of one shard-key
@@ -342,6 +423,7 @@ pub(crate) fn first_ingest_commands(
         fields,
         describe: &describe,
         other_hash: &|_| None,
+        changed_at: None,
     };
     let mut ledger = Ledger::new(items.len());
     let mut state = BatchState::new(items, &mut ledger.sent);
@@ -659,7 +741,13 @@ fn statement(
         (WRITE_FIELD, Value::Str(token)),
     ])
     .map_err(serialize)?;
-    let update = match call.mode {
+    // A newer version of the same content only records itself: `$set`, even in Replace
+    // mode, which would drop what the engine stamped (the changed-at field).
+    let mode = match (call.mode, effect) {
+        (WriteMode::Replace, Effect::Unchanged) => WriteMode::Merge,
+        (mode, _) => mode,
+    };
+    let update = match mode {
         _ if p.tombstone => body,
         WriteMode::Merge | WriteMode::InsertOnly | WriteMode::UpdateOnly => {
             let mut u = RawDocumentBuf::new();
@@ -670,7 +758,10 @@ fn statement(
             // A name the body could not carry is no field of ours to unset (`a.b` would be a
             // path into another field).
             for f in call.fields.unwrap_or_default() {
-                let ours = name_problem(f, true).is_none() && (revive || !p.relative.contains(f));
+                // The changed-at field is the engine's: a type reads it, never writes it.
+                let ours = name_problem(f, true).is_none()
+                    && (revive || !p.relative.contains(f))
+                    && call.changed_at != Some(*f);
                 if ours && !matches!(p.body.get(f), Ok(Some(_))) {
                     unset.append(*f, "");
                 }
@@ -680,6 +771,12 @@ fn statement(
             }
             if !unset.is_empty() {
                 u.append("$unset", unset);
+            }
+            // The content changes (a version alone does not): the engine's clock says when.
+            if let Some(field) = call.changed_at.filter(|_| effect != Effect::Unchanged) {
+                let mut now = RawDocumentBuf::new();
+                now.append(field, true);
+                u.append("$currentDate", now);
             }
             u
         }
@@ -1083,6 +1180,7 @@ mod tests {
             for mode in [WriteMode::Merge, WriteMode::Replace] {
                 let call = UpsertCall {
                     target: &t, mode, fields: Some(fields), describe: &describe, other_hash: &|_| None,
+                    changed_at: None,
                 };
                 let stored_hash = hash.then(|| Bson::String(p.hash.clone()));
                 let s = statement(&call, &p, stored_hash, None, Effect::Updated, "token").unwrap();

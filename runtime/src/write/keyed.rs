@@ -49,6 +49,9 @@ pub(crate) mod sealed {
         /// v1 hash ("Upgrading from v1"); a document without a Rust type, its encoding under
         /// the v2 prefix ("A document without a Rust type"). Computed only on a mismatch.
         fn other_hash(&self, spec: &Self::Spec) -> Option<String>;
+        /// The field the engine stamps with its clock when a write changes the content
+        /// (`#[natural_key(changed_at = "...")]`, [`KeySpec::changed_at`]).
+        fn changed_at(spec: &Self::Spec) -> Option<&'static str>;
     }
 }
 
@@ -70,6 +73,10 @@ impl<T: NaturalKey + Send + Sync> sealed::Prepare for T {
 
     fn other_hash(&self, _: &()) -> Option<String> {
         self.__content_hash_v1().map(|h| h.to_string())
+    }
+
+    fn changed_at(_: &()) -> Option<&'static str> {
+        T::__changed_at_field()
     }
 }
 
@@ -103,6 +110,10 @@ impl sealed::Prepare for RawDocumentBuf {
     fn other_hash(&self, spec: &KeySpec) -> Option<String> {
         spec.hash(self, true).ok().map(|h| h.to_string())
     }
+
+    fn changed_at(spec: &KeySpec) -> Option<&'static str> {
+        spec.changed_at_field()
+    }
 }
 
 /// What a guarded upsert of `doc` sends, keyed by `spec` (a dry run checks a document with it
@@ -115,7 +126,8 @@ pub(crate) fn prepare_raw(
     let (id, identity) = spec.derive(doc)?;
     let hash = spec.content_hash(doc)?;
     let version = spec.version_of(doc)?;
-    Prepared::of_untyped(id, identity, hash, version, doc, target)
+    let engine_owned = spec.changed_at_field();
+    Prepared::of_untyped(id, identity, hash, version, doc, engine_owned, target)
 }
 
 /// What a handle gives every write of its documents: where they go, how they are keyed, and a
