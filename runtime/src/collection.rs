@@ -222,6 +222,11 @@ impl SpecCollection {
         })
     }
 
+    /// The deployment this handle was opened on.
+    pub fn deployment(&self) -> &Deployment {
+        &self.target.deployment
+    }
+
     /// The spec the documents are written under.
     pub fn spec(&self) -> &KeySpec {
         &self.spec
