@@ -110,16 +110,34 @@ pub(crate) struct SpecArgs {
 
 impl SpecArgs {
     pub(crate) fn spec(&self) -> Result<KeySpec, String> {
+        self.versioned(None)
+    }
+
+    /// The spec, with the version field `--version-field` gives (ingest's) where one does.
+    pub(crate) fn versioned(
+        &self,
+        version: Option<&(String, TimestampForm)>,
+    ) -> Result<KeySpec, String> {
         let scheme = self.scheme.scheme()?;
         let (ts_name, form) = self.timestamp.clone();
         let mut names: Vec<&str> = self.keys.iter().map(KeyField::name).collect();
         names.push(&ts_name);
+        names.extend(version.map(|(name, _)| name.as_str()));
         for (i, n) in names.iter().enumerate() {
             if names[..i].contains(n) {
-                return Err(format!("field `{n}` is named twice in --key/--timestamp"));
+                return Err(match version {
+                    Some((v, _)) if v == n => format!(
+                        "field `{n}` is named twice in --key/--timestamp/--version-field: the \
+                         version is a field of its own, neither a key nor the timestamp"
+                    ),
+                    _ => format!("field `{n}` is named twice in --key/--timestamp"),
+                });
             }
         }
         let mut spec = KeySpec::new(scheme, ts_name).timestamp_form(form);
+        if let Some((name, form)) = version {
+            spec = spec.version(name, *form);
+        }
         for k in &self.keys {
             spec = spec.key(k.clone());
         }
@@ -230,9 +248,11 @@ Exit status:
 
 An export of a natural-key collection (mongoexport, or pymongo's json_util; canonical or
 relaxed Extended JSON) ingests into another collection: an _id equal to the id the line's key
-derives is accepted; _nk_identity, _nk_hash and _nk_write are dropped and recomputed; another
-_id refuses the line (kind foreign_id) unless --keep-id FIELD keeps it under FIELD; the other
-_nk_ fields (_nk_legacy_ids, _nk_ops, ...) cannot be recomputed and refuse the line.
+derives is accepted; _nk_identity, _nk_hash and _nk_write are dropped and recomputed, and so is
+_nk_version with --version-field (without it, _nk_version refuses the line); another _id
+refuses the line (kind foreign_id) unless --keep-id FIELD keeps it under FIELD; the other _nk_
+fields (_nk_legacy_ids, _nk_ops, ...) cannot be recomputed and refuse the line, as does a
+tombstone (_nk_deleted).
 
 Unlike mongoimport:
   - Documents are upserted by their natural key (--key, --timestamp), under derived ids: a
@@ -240,8 +260,9 @@ Unlike mongoimport:
     no insert/delete mode and no --upsertFields.
   - A line that cannot be written is refused alone, into --reject, and the run goes on: no
     --stopOnError, no --parseGrace (a cell its column's type cannot read refuses its line).
-  - CSV/TSV cells are strings unless typed (--columnsHaveTypes), or a key's or the
-    timestamp's (they take the key's type): numbers are not guessed but where auto() asks.
+  - CSV/TSV cells are strings unless typed (--columnsHaveTypes), or a key's, the
+    timestamp's or the version's (they take the key's type, or their form's): numbers are
+    not guessed but where auto() asks.
   - Without --fields or --fieldFile the first CSV/TSV line is the header, --headerline or
     not (mongoimport asks for one of the three).
   - A dotted column name (a.b) is refused, not made a nested document: names are data.
@@ -308,6 +329,22 @@ pub(crate) struct IngestArgs {
     /// has the field is refused.
     #[arg(long, value_name = "FIELD", value_parser = parse_keep_id)]
     pub(crate) keep_id: Option<String>,
+    /// The documents' version field, NAME[:FORM]: order-safe writes, an older version than
+    /// the stored one writes nothing (counted `stale`). FORM as --timestamp's; ms: an integer.
+    ///
+    /// FORM: ms reads an integer version (int32/int64, e.g. a revision counter), date,
+    /// rfc3339 and systemtime an instant (compared in Unix ms), any (the default) each by its
+    /// BSON type. What a version buys: a replayed older export, or lines delivered out of
+    /// order, never overwrite newer data. A line whose version is lower than the stored
+    /// document's writes nothing and is counted `stale`, never an error (within one file too:
+    /// the highest version wins); an equal version with the same content is `unchanged`; an
+    /// equal version with other content is refused, that line alone, into --reject (kind
+    /// version_conflict: two contents cannot share a version; give the new one a higher
+    /// version); a line without the field, or with a value of another form, is refused as a
+    /// missing key is. The version is stored in `_nk_version` too (an export's `_nk_version`
+    /// is recomputed from the field).
+    #[arg(long, value_name = "NAME[:FORM]", value_parser = parse_timestamp_field)]
+    pub(crate) version_field: Option<(String, TimestampForm)>,
     /// merge: set the document's fields, keep the stored fields it lacks; replace: the stored
     /// document becomes the line's.
     #[arg(long, value_enum, default_value_t = Mode::Merge)]
@@ -358,6 +395,11 @@ pub(crate) struct IngestArgs {
 }
 
 impl IngestArgs {
+    /// The key spec of --key, --timestamp and --version-field.
+    pub(crate) fn key_spec(&self) -> Result<KeySpec, String> {
+        self.spec.versioned(self.version_field.as_ref())
+    }
+
     /// The input's path; `-` is stdin.
     pub(crate) fn path(&self) -> &std::path::Path {
         let given = self.file.as_deref().or(self.input.as_deref());
