@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use clap::builder::{EnumValueParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use natural_key_runtime::spec::{KeyField, KeySpec, TimestampForm};
 use natural_key_runtime::{KeyValue, Scheme, WriteMode};
@@ -21,8 +22,8 @@ counted: it is not checked without the Rust type.";
 /// Ids from natural keys, audits of stored collections, and idempotent ingest of files
 /// (docs/id-scheme.md).
 ///
-/// Exit status: 0 success (for audit: no finding beyond --allow; for ingest: every line
-/// stored or unchanged), 1 audit findings beyond --allow or ingest lines refused, 2 a usage
+/// Exit status: 0 success (for audit: no finding beyond --allow; for ingest: no line
+/// refused), 1 audit findings beyond --allow or ingest lines refused, 2 a usage
 /// or input error, or an audit that cannot reach its server (one line on stderr), 3 an ingest
 /// the server stopped: run it again (see ingest --help).
 #[derive(Parser)]
@@ -234,13 +235,14 @@ pub(crate) struct AuditArgs {
     pub(crate) sample: usize,
 }
 
-const INGEST_SHORT_HELP: &str = "Exit status: 0 every line stored or unchanged, 1 lines \
-refused, 2 bad usage or input, 3 the server stopped the run (run it again). --help says more, \
-and what differs from mongoimport.";
+const INGEST_SHORT_HELP: &str = "Exit status: 0 no line refused (stale, existed and missing \
+lines are not), 1 lines refused, 2 bad usage or input, 3 the server stopped the run (run it \
+again). --help says more, and what differs from mongoimport.";
 
 const INGEST_AFTER_HELP: &str = "\
 Exit status:
-  0  every line stored, or found unchanged
+  0  every line stored, found unchanged, or left alone as its mode or version says
+     (stale, existed, missing: counted, never an error)
   1  lines refused (each into --reject with its line and reason); the others are written
   2  bad usage, or input that cannot be read (no such file, a bad header, a broken array)
   3  the server stopped the run: unreachable, the connection lost, or transient errors past
@@ -256,8 +258,11 @@ tombstone (_nk_deleted).
 
 Unlike mongoimport:
   - Documents are upserted by their natural key (--key, --timestamp), under derived ids: a
-    rerun writes nothing, an edited line is one update. --mode is merge or replace; there is
-    no insert/delete mode and no --upsertFields.
+    rerun writes nothing, an edited line is one update. --mode takes mongoimport's merge,
+    upsert (as replace) and insert (a stored document is counted `existed`, not an error),
+    and replace and update (stored documents only: others are counted `missing`); its delete
+    mode is refused (--delete-when marks the lines that delete), and there is no
+    --upsertFields (the natural key is what a line is matched by).
   - A line that cannot be written is refused alone, into --reject, and the run goes on: no
     --stopOnError, no --parseGrace (a cell its column's type cannot read refuses its line).
   - CSV/TSV cells are strings unless typed (--columnsHaveTypes), or a key's, the
@@ -345,10 +350,14 @@ pub(crate) struct IngestArgs {
     /// is recomputed from the field).
     #[arg(long, value_name = "NAME[:FORM]", value_parser = parse_timestamp_field)]
     pub(crate) version_field: Option<(String, TimestampForm)>,
-    /// merge: set the document's fields, keep the stored fields it lacks; replace: the stored
-    /// document becomes the line's.
-    #[arg(long, value_enum, default_value_t = Mode::Merge)]
-    pub(crate) mode: Mode,
+    /// How a line is written, by mongoimport's names where the meaning matches (its delete
+    /// mode is refused: mark deletions with --delete-when).
+    #[arg(
+        long,
+        default_value = "merge",
+        value_parser = EnumValueParser::<Mode>::new().try_map(Mode::write_mode)
+    )]
+    pub(crate) mode: WriteMode,
     /// Write every refused line here as one JSON object (NDJSON: line, kind, reason, input),
     /// a dead-letter file to fix and ingest again.
     #[arg(long, value_name = "FILE")]
@@ -416,17 +425,43 @@ pub(crate) enum Format {
     Tsv,
 }
 
+/// `--mode`, by mongoimport's names where the meaning matches.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Mode {
+    /// Set the line's fields, keep the stored fields it lacks.
     Merge,
+    /// The stored document becomes the line's.
     Replace,
+    /// mongoimport's name for replace.
+    Upsert,
+    /// Create new documents only: a line whose document is stored leaves it alone, counted
+    /// `existed`.
+    Insert,
+    /// Change stored documents only, as merge does: a line whose document is not stored
+    /// creates nothing, counted `missing`.
+    Update,
+    /// mongoimport's delete mode: refused, with what to use instead.
+    #[value(hide = true)]
+    Delete,
 }
 
-impl From<Mode> for WriteMode {
-    fn from(mode: Mode) -> WriteMode {
-        match mode {
+impl Mode {
+    /// The library's write mode; mongoimport's `delete` is refused.
+    fn write_mode(self) -> Result<WriteMode, String> {
+        Ok(match self {
             Mode::Merge => WriteMode::Merge,
-            Mode::Replace => WriteMode::Replace,
-        }
+            Mode::Replace | Mode::Upsert => WriteMode::Replace,
+            Mode::Insert => WriteMode::InsertOnly,
+            Mode::Update => WriteMode::UpdateOnly,
+            Mode::Delete => {
+                return Err(
+                    "mongoimport's delete mode is not an ingest mode here: mark the \
+                            lines that delete with --delete-when FIELD[=VALUE] (each deletes \
+                            the document its key derives), or delete what the input no longer \
+                            holds with --prune"
+                        .into(),
+                )
+            }
+        })
     }
 }

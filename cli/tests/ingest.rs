@@ -3,7 +3,7 @@
 //! reruns write nothing; bad lines are refused alone into `--reject`; a run killed midway and
 //! run again converges; CSV; merge and replace; the connection string stays out of sight;
 //! with `--version-field`, an older version writes nothing (a replayed export, lines out of
-//! order) and two contents of one version are refused.
+//! order) and two contents of one version are refused; `--mode` insert, update and upsert.
 
 mod common;
 
@@ -1066,4 +1066,87 @@ async fn a_line_without_a_readable_version_is_refused_alone() {
 
     let out = ingest(name, "posts", &input, &["--version-field", "slug"]);
     assert_input_error(&out, "field `slug` is named twice");
+}
+
+/// `--mode insert` creates new documents only and counts a stored one `existed`; `--mode
+/// update` changes stored documents only and counts a new one `missing`; neither is an error.
+/// `--mode upsert` is mongoimport's name for replace; its `delete` mode is refused.
+#[tokio::test]
+async fn insert_update_and_upsert_modes_and_delete_refused() {
+    let name = "nk_cli_ingest_modes";
+    let db = database(name).await;
+    let coll = db.collection::<Document>("posts");
+    let post = |slug: &str, body: &str, extra: &str| {
+        format!(
+            "{{\"slug\":\"{slug}\",\"lang\":\"en\",\"published_at\":1,\"body\":\"{body}\"{extra}}}\n"
+        )
+    };
+    let first = file("modes1.ndjson", &post("a", "one", ",\"extra\":1"));
+    let s = summary(&ingest(name, "posts", &first, &["--json"]));
+    assert_eq!(
+        counts(&s, &["inserted", "stale", "existed", "missing"]),
+        [Some(1), Some(0), Some(0), Some(0)],
+        "the keys are always there: {s}"
+    );
+    let before = raw_documents(&db, "posts").await;
+
+    let input = file(
+        "modes2.ndjson",
+        &[post("a", "two", ""), post("b", "new", "")].concat(),
+    );
+    let out = ingest(name, "posts", &input, &["--mode", "insert", "--json"]);
+    let s = summary(&out);
+    assert_eq!(out.status.code(), Some(0), "{s}");
+    assert_eq!(
+        counts(&s, &["inserted", "existed", "updated", "unchanged"]),
+        [Some(1), Some(1), Some(0), Some(0)],
+        "{s}"
+    );
+    let a = raw_documents(&db, "posts").await;
+    assert!(a.contains(&before[0]), "a stored document left alone");
+    let out = ingest(name, "posts", &input, &["--mode", "insert"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("0 unchanged, 2 existed, 0 rejected"),
+        "{stdout}"
+    );
+
+    let input = file(
+        "modes3.ndjson",
+        &[post("a", "three", ""), post("c", "never", "")].concat(),
+    );
+    let out = ingest(name, "posts", &input, &["--mode", "update", "--json"]);
+    let s = summary(&out);
+    assert_eq!(out.status.code(), Some(0), "{s}");
+    assert_eq!(
+        counts(&s, &["updated", "missing", "inserted"]),
+        [Some(1), Some(1), Some(0)],
+        "{s}"
+    );
+    assert!(coll.find_one(doc! { "slug": "c" }).await.unwrap().is_none());
+    let a = coll.find_one(doc! { "slug": "a" }).await.unwrap().unwrap();
+    assert_eq!(
+        (a.get_str("body"), a.get_i32("extra")),
+        (Ok("three"), Ok(1)),
+        "update merges: {a}"
+    );
+
+    let input = file("modes4.ndjson", &post("a", "four", ""));
+    let s = summary(&ingest(
+        name,
+        "posts",
+        &input,
+        &["--mode", "upsert", "--json"],
+    ));
+    assert_eq!(s["updated"], 1, "{s}");
+    let a = coll.find_one(doc! { "slug": "a" }).await.unwrap().unwrap();
+    assert_eq!(
+        (a.get_str("body"), a.get("extra")),
+        (Ok("four"), None),
+        "upsert replaces: {a}"
+    );
+
+    let out = ingest(name, "posts", &input, &["--mode", "delete"]);
+    assert_input_error(&out, "--delete-when");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("delete mode"));
 }

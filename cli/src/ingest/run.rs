@@ -279,7 +279,7 @@ async fn write_run(
     let retry = RetryPolicy::default().deadline(Duration::from_secs(args.retry_deadline));
     let result = match delete {
         false => {
-            let call = coll.upsert_stream(docs).mode(args.mode.into());
+            let call = coll.upsert_stream(docs).mode(args.mode);
             let call = call.batch_size(batch).on_progress(progress);
             call.retry(retry).await
         }
