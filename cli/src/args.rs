@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use clap::builder::{EnumValueParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use natural_key_runtime::spec::{KeyField, KeySpec, TimestampForm};
 use natural_key_runtime::{KeyValue, Scheme, WriteMode};
@@ -21,8 +22,8 @@ counted: it is not checked without the Rust type.";
 /// Ids from natural keys, audits of stored collections, and idempotent ingest of files
 /// (docs/id-scheme.md).
 ///
-/// Exit status: 0 success (for audit: no finding beyond --allow; for ingest: every line
-/// stored or unchanged), 1 audit findings beyond --allow or ingest lines refused, 2 a usage
+/// Exit status: 0 success (for audit: no finding beyond --allow; for ingest: no line
+/// refused), 1 audit findings beyond --allow or ingest lines refused, 2 a usage
 /// or input error, or an audit that cannot reach its server (one line on stderr), 3 an ingest
 /// the server stopped: run it again (see ingest --help).
 #[derive(Parser)]
@@ -110,16 +111,34 @@ pub(crate) struct SpecArgs {
 
 impl SpecArgs {
     pub(crate) fn spec(&self) -> Result<KeySpec, String> {
+        self.versioned(None)
+    }
+
+    /// The spec, with the version field `--version-field` gives (ingest's) where one does.
+    pub(crate) fn versioned(
+        &self,
+        version: Option<&(String, TimestampForm)>,
+    ) -> Result<KeySpec, String> {
         let scheme = self.scheme.scheme()?;
         let (ts_name, form) = self.timestamp.clone();
         let mut names: Vec<&str> = self.keys.iter().map(KeyField::name).collect();
         names.push(&ts_name);
+        names.extend(version.map(|(name, _)| name.as_str()));
         for (i, n) in names.iter().enumerate() {
             if names[..i].contains(n) {
-                return Err(format!("field `{n}` is named twice in --key/--timestamp"));
+                return Err(match version {
+                    Some((v, _)) if v == n => format!(
+                        "field `{n}` is named twice in --key/--timestamp/--version-field: the \
+                         version is a field of its own, neither a key nor the timestamp"
+                    ),
+                    _ => format!("field `{n}` is named twice in --key/--timestamp"),
+                });
             }
         }
         let mut spec = KeySpec::new(scheme, ts_name).timestamp_form(form);
+        if let Some((name, form)) = version {
+            spec = spec.version(name, *form);
+        }
         for k in &self.keys {
             spec = spec.key(k.clone());
         }
@@ -216,13 +235,14 @@ pub(crate) struct AuditArgs {
     pub(crate) sample: usize,
 }
 
-const INGEST_SHORT_HELP: &str = "Exit status: 0 every line stored or unchanged, 1 lines \
-refused, 2 bad usage or input, 3 the server stopped the run (run it again). --help says more, \
-and what differs from mongoimport.";
+const INGEST_SHORT_HELP: &str = "Exit status: 0 no line refused (stale, existed and missing \
+lines are not), 1 lines refused, 2 bad usage or input, 3 the server stopped the run (run it \
+again). --help says more, and what differs from mongoimport.";
 
 const INGEST_AFTER_HELP: &str = "\
 Exit status:
-  0  every line stored, or found unchanged
+  0  every line stored, found unchanged, or left alone as its mode or version says
+     (stale, existed, missing: counted, never an error)
   1  lines refused (each into --reject with its line and reason); the others are written
   2  bad usage, or input that cannot be read (no such file, a bad header, a broken array)
   3  the server stopped the run: unreachable, the connection lost, or transient errors past
@@ -230,18 +250,24 @@ Exit status:
 
 An export of a natural-key collection (mongoexport, or pymongo's json_util; canonical or
 relaxed Extended JSON) ingests into another collection: an _id equal to the id the line's key
-derives is accepted; _nk_identity, _nk_hash and _nk_write are dropped and recomputed; another
-_id refuses the line (kind foreign_id) unless --keep-id FIELD keeps it under FIELD; the other
-_nk_ fields (_nk_legacy_ids, _nk_ops, ...) cannot be recomputed and refuse the line.
+derives is accepted; _nk_identity, _nk_hash and _nk_write are dropped and recomputed, and so is
+_nk_version with --version-field (without it, _nk_version refuses the line); another _id
+refuses the line (kind foreign_id) unless --keep-id FIELD keeps it under FIELD; the other _nk_
+fields (_nk_legacy_ids, _nk_ops, ...) cannot be recomputed and refuse the line, as does a
+tombstone (_nk_deleted).
 
 Unlike mongoimport:
   - Documents are upserted by their natural key (--key, --timestamp), under derived ids: a
-    rerun writes nothing, an edited line is one update. --mode is merge or replace; there is
-    no insert/delete mode and no --upsertFields.
+    rerun writes nothing, an edited line is one update. --mode takes mongoimport's merge,
+    upsert (as replace) and insert (a stored document is counted `existed`, not an error),
+    and replace and update (stored documents only: others are counted `missing`); its delete
+    mode is refused (--delete-when marks the lines that delete), and there is no
+    --upsertFields (the natural key is what a line is matched by).
   - A line that cannot be written is refused alone, into --reject, and the run goes on: no
     --stopOnError, no --parseGrace (a cell its column's type cannot read refuses its line).
-  - CSV/TSV cells are strings unless typed (--columnsHaveTypes), or a key's or the
-    timestamp's (they take the key's type): numbers are not guessed but where auto() asks.
+  - CSV/TSV cells are strings unless typed (--columnsHaveTypes), or a key's, the
+    timestamp's or the version's (they take the key's type, or their form's): numbers are
+    not guessed but where auto() asks.
   - Without --fields or --fieldFile the first CSV/TSV line is the header, --headerline or
     not (mongoimport asks for one of the three).
   - A dotted column name (a.b) is refused, not made a nested document: names are data.
@@ -308,10 +334,30 @@ pub(crate) struct IngestArgs {
     /// has the field is refused.
     #[arg(long, value_name = "FIELD", value_parser = parse_keep_id)]
     pub(crate) keep_id: Option<String>,
-    /// merge: set the document's fields, keep the stored fields it lacks; replace: the stored
-    /// document becomes the line's.
-    #[arg(long, value_enum, default_value_t = Mode::Merge)]
-    pub(crate) mode: Mode,
+    /// The documents' version field, NAME[:FORM]: order-safe writes, an older version than
+    /// the stored one writes nothing (counted `stale`). FORM as --timestamp's; ms: an integer.
+    ///
+    /// FORM: ms reads an integer version (int32/int64, e.g. a revision counter), date,
+    /// rfc3339 and systemtime an instant (compared in Unix ms), any (the default) each by its
+    /// BSON type. What a version buys: a replayed older export, or lines delivered out of
+    /// order, never overwrite newer data. A line whose version is lower than the stored
+    /// document's writes nothing and is counted `stale`, never an error (within one file too:
+    /// the highest version wins); an equal version with the same content is `unchanged`; an
+    /// equal version with other content is refused, that line alone, into --reject (kind
+    /// version_conflict: two contents cannot share a version; give the new one a higher
+    /// version); a line without the field, or with a value of another form, is refused as a
+    /// missing key is. The version is stored in `_nk_version` too (an export's `_nk_version`
+    /// is recomputed from the field).
+    #[arg(long, value_name = "NAME[:FORM]", value_parser = parse_timestamp_field)]
+    pub(crate) version_field: Option<(String, TimestampForm)>,
+    /// How a line is written, by mongoimport's names where the meaning matches (its delete
+    /// mode is refused: mark deletions with --delete-when).
+    #[arg(
+        long,
+        default_value = "merge",
+        value_parser = EnumValueParser::<Mode>::new().try_map(Mode::write_mode)
+    )]
+    pub(crate) mode: WriteMode,
     /// Write every refused line here as one JSON object (NDJSON: line, kind, reason, input),
     /// a dead-letter file to fix and ingest again.
     #[arg(long, value_name = "FILE")]
@@ -358,6 +404,11 @@ pub(crate) struct IngestArgs {
 }
 
 impl IngestArgs {
+    /// The key spec of --key, --timestamp and --version-field.
+    pub(crate) fn key_spec(&self) -> Result<KeySpec, String> {
+        self.spec.versioned(self.version_field.as_ref())
+    }
+
     /// The input's path; `-` is stdin.
     pub(crate) fn path(&self) -> &std::path::Path {
         let given = self.file.as_deref().or(self.input.as_deref());
@@ -374,17 +425,43 @@ pub(crate) enum Format {
     Tsv,
 }
 
+/// `--mode`, by mongoimport's names where the meaning matches.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Mode {
+    /// Set the line's fields, keep the stored fields it lacks.
     Merge,
+    /// The stored document becomes the line's.
     Replace,
+    /// mongoimport's name for replace.
+    Upsert,
+    /// Create new documents only: a line whose document is stored leaves it alone, counted
+    /// `existed`.
+    Insert,
+    /// Change stored documents only, as merge does: a line whose document is not stored
+    /// creates nothing, counted `missing`.
+    Update,
+    /// mongoimport's delete mode: refused, with what to use instead.
+    #[value(hide = true)]
+    Delete,
 }
 
-impl From<Mode> for WriteMode {
-    fn from(mode: Mode) -> WriteMode {
-        match mode {
+impl Mode {
+    /// The library's write mode; mongoimport's `delete` is refused.
+    fn write_mode(self) -> Result<WriteMode, String> {
+        Ok(match self {
             Mode::Merge => WriteMode::Merge,
-            Mode::Replace => WriteMode::Replace,
-        }
+            Mode::Replace | Mode::Upsert => WriteMode::Replace,
+            Mode::Insert => WriteMode::InsertOnly,
+            Mode::Update => WriteMode::UpdateOnly,
+            Mode::Delete => {
+                return Err(
+                    "mongoimport's delete mode is not an ingest mode here: mark the \
+                            lines that delete with --delete-when FIELD[=VALUE] (each deletes \
+                            the document its key derives), or delete what the input no longer \
+                            holds with --prune"
+                        .into(),
+                )
+            }
+        })
     }
 }

@@ -1,7 +1,9 @@
 //! `natural-key ingest` end to end on the test engine: the documents a Rust type writes and the
 //! same documents ingested from a file are the same documents (id, identity, content hash);
 //! reruns write nothing; bad lines are refused alone into `--reject`; a run killed midway and
-//! run again converges; CSV; merge and replace; the connection string stays out of sight.
+//! run again converges; CSV; merge and replace; the connection string stays out of sight;
+//! with `--version-field`, an older version writes nothing (a replayed export, lines out of
+//! order) and two contents of one version are refused; `--mode` insert, update and upsert.
 
 mod common;
 
@@ -810,4 +812,341 @@ async fn prune_deletes_what_the_snapshot_dropped_and_dry_run_nothing() {
         .await
         .unwrap()
         .is_some());
+}
+
+/// `--version-field rev:ms`: the lines below carry an integer revision.
+const VERSIONED: [&str; 2] = ["--version-field", "rev:ms"];
+
+/// A post at revision `rev`, as one NDJSON line.
+fn rev_line(slug: &str, rev: i64, body: &str) -> String {
+    let post = serde_json::json!({
+        "slug": slug, "lang": "en", "published_at": TS, "rev": rev, "body": body,
+    });
+    format!("{post}\n")
+}
+
+/// Every stored document whole, as the engine returns it, by `_id`: equal only if not one byte
+/// (`_nk_write` included) was rewritten.
+async fn raw_documents(db: &Database, coll: &str) -> Vec<natural_key::bson::RawDocumentBuf> {
+    let c = db.collection::<natural_key::bson::RawDocumentBuf>(coll);
+    let mut cursor = c.find(doc! {}).sort(doc! { "_id": 1 }).await.unwrap();
+    let mut out = Vec::new();
+    while cursor.advance().await.unwrap() {
+        out.push(cursor.current().to_raw_document_buf());
+    }
+    out
+}
+
+fn counts(s: &Value, names: &[&str]) -> Vec<Option<u64>> {
+    names.iter().map(|n| s[n].as_u64()).collect()
+}
+
+/// The replayed export: today's file is ingested, then yesterday's by mistake. Every document
+/// edited since is `stale` and the others `unchanged`: nothing is written, not one byte of a
+/// stored document changes, and the run succeeds (exit 0), in the JSON object, the summary line
+/// and `-v`'s lines alike.
+#[tokio::test]
+async fn a_replayed_older_export_writes_nothing_and_counts_the_edited_documents_stale() {
+    let name = "nk_cli_ingest_replay";
+    let db = database(name).await;
+    let slugs: Vec<String> = (0..10).map(|i| format!("post-{i}")).collect();
+    // Yesterday: every post at revision 1. Today: posts 0 to 5 edited, at revision 2.
+    let yesterday: String = slugs.iter().map(|s| rev_line(s, 1, "old")).collect();
+    let today: String = slugs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match i < 6 {
+            true => rev_line(s, 2, "edited"),
+            false => rev_line(s, 1, "old"),
+        })
+        .collect();
+    let (yesterday, today) = (
+        file("replay-yesterday.ndjson", &yesterday),
+        file("replay-today.ndjson", &today),
+    );
+    let out = ingest(
+        name,
+        "posts",
+        &today,
+        &[&VERSIONED[..], &["--json"]].concat(),
+    );
+    assert_eq!(summary(&out)["inserted"], 10);
+    let before = raw_documents(&db, "posts").await;
+    assert_eq!(before.len(), 10);
+
+    let out = ingest(
+        name,
+        "posts",
+        &yesterday,
+        &[&VERSIONED[..], &["--json"]].concat(),
+    );
+    let s = summary(&out);
+    assert_eq!(out.status.code(), Some(0), "{s}");
+    assert_eq!(
+        counts(
+            &s,
+            &["stale", "unchanged", "inserted", "updated", "rejected"]
+        ),
+        [Some(6), Some(4), Some(0), Some(0), Some(0)],
+        "{s}"
+    );
+    assert_eq!(
+        counts(&s, &["existed", "missing"]),
+        [Some(0), Some(0)],
+        "{s}"
+    );
+    assert_eq!(raw_documents(&db, "posts").await, before, "nothing written");
+
+    // The summary line and -v's line per batch say so too.
+    let out = ingest(
+        name,
+        "posts",
+        &yesterday,
+        &[&VERSIONED[..], &["-v"]].concat(),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("0 inserted, 0 updated, 4 unchanged, 6 stale, 0 rejected"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("existed") && !stdout.contains("missing"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("4 unchanged, 0 deleted, 6 stale"),
+        "{stderr}"
+    );
+    assert_eq!(raw_documents(&db, "posts").await, before, "nothing written");
+    let d = db
+        .collection::<Document>("posts")
+        .find_one(doc! { "slug": "post-0" })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (d.get_str("body"), d.get_i64("_nk_version")),
+        (Ok("edited"), Ok(2))
+    );
+}
+
+/// Lines of one document out of order in one file, revision 3 before revision 2: the document
+/// ends at revision 3, in one batch or in batches of one.
+#[tokio::test]
+async fn versions_out_of_order_in_one_file_end_at_the_highest() {
+    let name = "nk_cli_ingest_out_of_order";
+    let db = database(name).await;
+    let input = file(
+        "out-of-order.ndjson",
+        &[rev_line("a", 3, "three"), rev_line("a", 2, "two")].concat(),
+    );
+    for (coll, batch) in [("posts", "1000"), ("posts_in_ones", "1")] {
+        let extra = [&VERSIONED[..], &["--json", "--batch-size", batch]].concat();
+        let out = ingest(name, coll, &input, &extra);
+        let s = summary(&out);
+        assert_eq!(out.status.code(), Some(0), "{s}");
+        assert_eq!(
+            counts(&s, &["inserted", "stale", "updated"]),
+            [Some(1), Some(1), Some(0)],
+            "{s}"
+        );
+        let d = db
+            .collection::<Document>(coll)
+            .find_one(doc! {})
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (
+                d.get_str("body"),
+                d.get_i32("rev"),
+                d.get_i64("_nk_version")
+            ),
+            (Ok("three"), Ok(3), Ok(3)),
+            "{d}"
+        );
+    }
+}
+
+/// Two contents cannot share a version: the line is refused alone into `--reject` (kind
+/// version_conflict), its reason naming the document and what to do, and the stored document
+/// is left as it was; the other lines are written.
+#[tokio::test]
+async fn an_equal_version_with_other_content_is_refused_and_changes_nothing() {
+    let name = "nk_cli_ingest_version_conflict";
+    let db = database(name).await;
+    let first = file("conflict1.ndjson", &rev_line("a", 2, "two"));
+    assert_eq!(
+        ingest(name, "posts", &first, &VERSIONED).status.code(),
+        Some(0)
+    );
+    let before = raw_documents(&db, "posts").await;
+    let id = before[0].get_str("_id").unwrap().to_string();
+
+    let input = file(
+        "conflict2.ndjson",
+        &[rev_line("b", 1, "new"), rev_line("a", 2, "TWO")].concat(),
+    );
+    let reject = file("conflict-rejects.ndjson", "");
+    let extra = [
+        &VERSIONED[..],
+        &["--json", "--reject", reject.to_str().unwrap()],
+    ]
+    .concat();
+    let out = ingest(name, "posts", &input, &extra);
+    let s = summary(&out);
+    assert_eq!(out.status.code(), Some(1), "{s}");
+    assert_eq!(
+        counts(&s, &["inserted", "rejected", "updated", "stale"]),
+        [Some(1), Some(1), Some(0), Some(0)],
+        "{s}"
+    );
+    let rejects = std::fs::read_to_string(&reject).unwrap();
+    let r: Value = serde_json::from_str(rejects.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (r["line"].as_u64(), r["kind"].as_str()),
+        (Some(2), Some("version_conflict"))
+    );
+    let reason = r["reason"].as_str().unwrap();
+    for says in [id.as_str(), "slug=\"a\"", "version 2", "higher version"] {
+        assert!(reason.contains(says), "`{says}` not in: {reason}");
+    }
+    assert_eq!(r["input"], rev_line("a", 2, "TWO").trim_end());
+    let after = raw_documents(&db, "posts").await;
+    assert_eq!(
+        after.iter().find(|d| d.get_str("_id") == Ok(&id)),
+        Some(&before[0]),
+        "the stored document is left as it was"
+    );
+}
+
+/// A line without the version field, or with one of another form (text where `ms` reads an
+/// integer), is refused alone as a line without its key is; the others are written. A version
+/// field that is also a key or the timestamp is a usage error.
+#[tokio::test]
+async fn a_line_without_a_readable_version_is_refused_alone() {
+    let name = "nk_cli_ingest_bad_version";
+    let db = database(name).await;
+    let text = [
+        "{\"slug\":\"a\",\"lang\":\"en\",\"published_at\":1,\"body\":\"no rev\"}\n".to_string(),
+        "{\"slug\":\"b\",\"lang\":\"en\",\"published_at\":1,\"rev\":\"2\"}\n".to_string(),
+        rev_line("c", 1, "fine"),
+    ]
+    .concat();
+    let input = file("bad-version.ndjson", &text);
+    let reject = file("bad-version-rejects.ndjson", "");
+    let extra = [
+        &VERSIONED[..],
+        &["--json", "--reject", reject.to_str().unwrap()],
+    ]
+    .concat();
+    let out = ingest(name, "posts", &input, &extra);
+    let s = summary(&out);
+    assert_eq!(out.status.code(), Some(1), "{s}");
+    assert_eq!(
+        counts(&s, &["inserted", "rejected"]),
+        [Some(1), Some(2)],
+        "{s}"
+    );
+    let mut rejects: Vec<Value> = std::fs::read_to_string(&reject)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    rejects.sort_by_key(|r| r["line"].as_u64());
+    let got: Vec<(u64, &str)> = rejects
+        .iter()
+        .map(|r| (r["line"].as_u64().unwrap(), r["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(got, [(1, "key_fields"), (2, "key_fields")]);
+    for r in &rejects {
+        assert!(r["reason"].as_str().unwrap().contains("`rev`"), "{r}");
+    }
+    let stored = db.collection::<Document>("posts");
+    assert_eq!(stored.count_documents(doc! {}).await.unwrap(), 1);
+
+    let out = ingest(name, "posts", &input, &["--version-field", "slug"]);
+    assert_input_error(&out, "field `slug` is named twice");
+}
+
+/// `--mode insert` creates new documents only and counts a stored one `existed`; `--mode
+/// update` changes stored documents only and counts a new one `missing`; neither is an error.
+/// `--mode upsert` is mongoimport's name for replace; its `delete` mode is refused.
+#[tokio::test]
+async fn insert_update_and_upsert_modes_and_delete_refused() {
+    let name = "nk_cli_ingest_modes";
+    let db = database(name).await;
+    let coll = db.collection::<Document>("posts");
+    let post = |slug: &str, body: &str, extra: &str| {
+        format!(
+            "{{\"slug\":\"{slug}\",\"lang\":\"en\",\"published_at\":1,\"body\":\"{body}\"{extra}}}\n"
+        )
+    };
+    let first = file("modes1.ndjson", &post("a", "one", ",\"extra\":1"));
+    let s = summary(&ingest(name, "posts", &first, &["--json"]));
+    assert_eq!(
+        counts(&s, &["inserted", "stale", "existed", "missing"]),
+        [Some(1), Some(0), Some(0), Some(0)],
+        "the keys are always there: {s}"
+    );
+    let before = raw_documents(&db, "posts").await;
+
+    let input = file(
+        "modes2.ndjson",
+        &[post("a", "two", ""), post("b", "new", "")].concat(),
+    );
+    let out = ingest(name, "posts", &input, &["--mode", "insert", "--json"]);
+    let s = summary(&out);
+    assert_eq!(out.status.code(), Some(0), "{s}");
+    assert_eq!(
+        counts(&s, &["inserted", "existed", "updated", "unchanged"]),
+        [Some(1), Some(1), Some(0), Some(0)],
+        "{s}"
+    );
+    let a = raw_documents(&db, "posts").await;
+    assert!(a.contains(&before[0]), "a stored document left alone");
+    let out = ingest(name, "posts", &input, &["--mode", "insert"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("0 unchanged, 2 existed, 0 rejected"),
+        "{stdout}"
+    );
+
+    let input = file(
+        "modes3.ndjson",
+        &[post("a", "three", ""), post("c", "never", "")].concat(),
+    );
+    let out = ingest(name, "posts", &input, &["--mode", "update", "--json"]);
+    let s = summary(&out);
+    assert_eq!(out.status.code(), Some(0), "{s}");
+    assert_eq!(
+        counts(&s, &["updated", "missing", "inserted"]),
+        [Some(1), Some(1), Some(0)],
+        "{s}"
+    );
+    assert!(coll.find_one(doc! { "slug": "c" }).await.unwrap().is_none());
+    let a = coll.find_one(doc! { "slug": "a" }).await.unwrap().unwrap();
+    assert_eq!(
+        (a.get_str("body"), a.get_i32("extra")),
+        (Ok("three"), Ok(1)),
+        "update merges: {a}"
+    );
+
+    let input = file("modes4.ndjson", &post("a", "four", ""));
+    let s = summary(&ingest(
+        name,
+        "posts",
+        &input,
+        &["--mode", "upsert", "--json"],
+    ));
+    assert_eq!(s["updated"], 1, "{s}");
+    let a = coll.find_one(doc! { "slug": "a" }).await.unwrap().unwrap();
+    assert_eq!(
+        (a.get_str("body"), a.get("extra")),
+        (Ok("four"), None),
+        "upsert replaces: {a}"
+    );
+
+    let out = ingest(name, "posts", &input, &["--mode", "delete"]);
+    assert_input_error(&out, "--delete-when");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("delete mode"));
 }

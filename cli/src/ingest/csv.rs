@@ -21,6 +21,8 @@ pub(crate) struct Table {
     pub(crate) typed: bool,
     /// `--ignoreBlanks`.
     pub(crate) ignore_blanks: bool,
+    /// The form `--version-field` reads the version in (the field is the spec's).
+    pub(crate) version_form: TimestampForm,
 }
 
 /// A record's first line, its text as read, and its cells (or why it has none).
@@ -121,7 +123,7 @@ impl<R: Read> Records for CsvRecords<R> {
             if blank && !text.contains('"') {
                 continue;
             }
-            let doc = cells.and_then(|c| row(columns, c, &self.spec, self.table.ignore_blanks));
+            let doc = cells.and_then(|c| row(columns, c, &self.spec, &self.table));
             return Ok(Some(Record { line, text, doc }));
         }
     }
@@ -169,7 +171,7 @@ fn quoting_problem(raw: &[u8], delimiter: u8) -> Option<&'static str> {
 }
 
 /// The columns the names give: none empty, none twice; typed with `--columnsHaveTypes`; every
-/// key and the timestamp among them, each key's column able to hold its type.
+/// key, the timestamp and the version among them, each key's column able to hold its type.
 fn columns(names: Vec<String>, typed: bool, spec: &KeySpec) -> Result<Vec<Column>, String> {
     let columns = names
         .iter()
@@ -200,24 +202,28 @@ fn columns(names: Vec<String>, typed: bool, spec: &KeySpec) -> Result<Vec<Column
     if find(spec.timestamp()).is_none() {
         return Err(no_column(spec.timestamp(), "the timestamp"));
     }
-    Ok(columns)
+    match spec.version_field() {
+        Some(v) if find(v).is_none() => Err(no_column(v, "the version")),
+        _ => Ok(columns),
+    }
 }
 
 fn no_column(name: &str, what: &str) -> String {
     format!(
         "the header has no column `{name}`, {what} every document needs (check --key, \
-         --timestamp and the header, or --fields)"
+         --timestamp, --version-field and the header, or --fields)"
     )
 }
 
 /// A row as a document: each cell read as its column's type; an untyped (or auto()) key's
-/// cell as its key's type and the timestamp's as Unix ms where it is digits, the others as
-/// strings; an empty cell of an optional key (or any, with `--ignoreBlanks`) left out.
+/// cell as its key's type, the timestamp's and the version's as an int64 where it is digits
+/// and their form takes one, the others as strings; an empty cell of an optional key (or any,
+/// with `--ignoreBlanks`) left out.
 pub(crate) fn row(
     columns: &[Column],
     cells: Vec<String>,
     spec: &KeySpec,
-    ignore_blanks: bool,
+    table: &Table,
 ) -> Result<RawDocumentBuf, String> {
     if cells.len() != columns.len() {
         let hint = match cells.iter().any(|c| c.contains('\n')) {
@@ -234,13 +240,16 @@ pub(crate) fn row(
     for (column, cell) in columns.iter().zip(cells) {
         let name = column.name.as_str();
         let key = spec.keys().iter().find(|k| k.name() == name);
-        if cell.is_empty() && (ignore_blanks || key.is_some_and(KeyField::is_optional)) {
+        if cell.is_empty() && (table.ignore_blanks || key.is_some_and(KeyField::is_optional)) {
             continue;
         }
         let guess = matches!(column.ty, None | Some(ColumnType::Auto));
         let value = match (key, &column.ty) {
             (Some(k), _) if guess => key_cell(k, cell)?,
             _ if guess && name == spec.timestamp() => timestamp_cell(name, cell, spec.form())?,
+            _ if guess && spec.version_field() == Some(name) => {
+                timestamp_cell(name, cell, table.version_form)?
+            }
             (_, Some(ty)) => ty
                 .read(&cell)
                 .map_err(|e| format!("`{name}` is {}: {e}", ty.name()))?,
@@ -279,14 +288,14 @@ fn key_cell(k: &KeyField, cell: String) -> Result<Bson, String> {
     })
 }
 
-/// The timestamp's cell: Unix ms where it is digits and the form takes them, else text (RFC
-/// 3339, for the key spec to read).
+/// The timestamp's (or the version's) cell: an int64 where it is digits and the form takes
+/// them, else text (RFC 3339, for the key spec to read).
 fn timestamp_cell(name: &str, cell: String, form: TimestampForm) -> Result<Bson, String> {
     let digits = !cell.is_empty() && cell.bytes().all(|b| b.is_ascii_digit());
     Ok(match form {
         TimestampForm::Any | TimestampForm::Millis if digits => Bson::Int64(
             cell.parse::<i64>()
-                .map_err(|_| format!("`{name}`: `{cell}` is too large for Unix ms"))?,
+                .map_err(|_| format!("`{name}`: `{cell}` is too large for an int64"))?,
         ),
         _ => Bson::String(cell),
     })
@@ -346,6 +355,7 @@ mod tests {
             fields: fields.map(|f| f.split(',').map(str::to_string).collect()),
             typed,
             ignore_blanks: false,
+            version_form: TimestampForm::Any,
         }
     }
 
@@ -444,6 +454,24 @@ mod tests {
             let e = r.next_record().unwrap_err();
             assert!(e.contains(says), "{header}: {e}");
         }
+    }
+
+    #[test]
+    fn the_version_column_is_required_and_read_as_its_form_reads_it() {
+        let versioned = spec().version("rev", TimestampForm::Millis);
+        let read = |input: &str, form: TimestampForm| {
+            let mut t = table(b',', None, false);
+            t.version_form = form;
+            let mut r = CsvRecords::new(input.as_bytes(), t, &versioned).unwrap();
+            r.next_record().map(|rec| rec.unwrap().doc.unwrap())
+        };
+        let doc = read("sku,day,rev\n1,5,7\n", TimestampForm::Millis).unwrap();
+        assert_eq!(versioned.version_of(&doc).unwrap(), Some(7));
+        // Text where the form takes no integer, for the spec to read (or refuse) as it reads it.
+        let doc = read("sku,day,rev\n1,5,7\n", TimestampForm::Date).unwrap();
+        assert_eq!(doc.get_str("rev").unwrap(), "7");
+        let e = read("sku,day\n1,5\n", TimestampForm::Millis).unwrap_err();
+        assert!(e.contains("no column `rev`, the version"), "{e}");
     }
 
     #[test]

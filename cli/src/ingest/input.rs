@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use natural_key_runtime::bson::RawDocumentBuf;
-use natural_key_runtime::spec::KeySpec;
+use natural_key_runtime::spec::{KeySpec, TimestampForm};
 use natural_key_runtime::ContentHash;
 
 use super::array::JsonArray;
@@ -138,6 +138,10 @@ fn table(args: &IngestArgs, format: Format) -> Result<Table, String> {
         fields,
         typed: args.columns_have_types,
         ignore_blanks: args.ignore_blanks,
+        version_form: args
+            .version_field
+            .as_ref()
+            .map_or(TimestampForm::Any, |(_, f)| *f),
     })
 }
 

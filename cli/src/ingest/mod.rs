@@ -30,7 +30,7 @@ use crate::output::{chain, note, Failure};
 use crate::server::database;
 
 pub(crate) fn ingest(args: IngestArgs) -> Result<ExitCode, Failure> {
-    let spec = args.spec.spec()?;
+    let spec = args.key_spec()?;
     let db = database(&args.connect)?;
     let source = Source::open(&args, &spec)?;
     let rejects = Arc::new(Mutex::new(Rejects::create(

@@ -1,7 +1,7 @@
 //! natural-key's own fields in a line, as an export of a natural-key collection carries them:
-//! `_id` and the `_nk_` fields. The derived ones are recomputed, an `_id` of another scheme
-//! is refused or kept under a field of its own (`--keep-id`), and nothing is dropped that the
-//! write would not give back.
+//! `_id` and the `_nk_` fields. The derived ones are recomputed (`_nk_version` too, from the
+//! `--version-field` it was read from), an `_id` of another scheme is refused or kept under a
+//! field of its own (`--keep-id`), and nothing is dropped that the write would not give back.
 
 use natural_key_runtime::bson::{Bson, RawBsonRef, RawDocumentBuf};
 use natural_key_runtime::spec::KeySpec;
@@ -9,6 +9,11 @@ use natural_key_runtime::{HASH_FIELD, IDENTITY_FIELD, RESERVED_PREFIX, WRITE_FIE
 
 /// The fields the write derives from the document again: dropping them loses nothing.
 const RECOMPUTED: [&str; 3] = [IDENTITY_FIELD, HASH_FIELD, WRITE_FIELD];
+/// A versioned document's stored version, which the write derives from the spec's version
+/// field (natural_key_runtime's `VERSION_FIELD`, not exported by name).
+const VERSION: &str = "_nk_version";
+/// What marks a tombstone (natural_key_runtime's `DELETED_FIELD`): a deleted document.
+const DELETED: &str = "_nk_deleted";
 
 /// Why a line was refused: its reject's kind, and the reason.
 pub(crate) type Refusal = (&'static str, String);
@@ -42,7 +47,7 @@ impl OwnFields {
         let mut out = RawDocumentBuf::new();
         for element in &doc {
             let (name, value) = element.map_err(unreadable)?;
-            if RECOMPUTED.contains(&name) {
+            if RECOMPUTED.contains(&name) || (name == VERSION && spec.version_field().is_some()) {
                 continue;
             }
             if name.starts_with(RESERVED_PREFIX) {
@@ -76,14 +81,24 @@ impl OwnFields {
 }
 
 fn not_recomputed(name: &str) -> Refusal {
-    (
-        "invalid_field_name",
-        format!(
+    let reason = match name {
+        VERSION => format!(
+            "`{VERSION}` is the stored version of a versioned document: give --version-field \
+             (the field it is read from) to recompute it, or remove it from the line to store \
+             the document without a version"
+        ),
+        DELETED => format!(
+            "the line is a tombstone (`{DELETED}`: what a versioned delete leaves of a \
+             document), not a document: an ingest writes none; leave it out of the input"
+        ),
+        _ => format!(
             "`{name}` is natural-key's own field, which an ingest cannot recompute (it \
-             recomputes {}, {} and {}): remove it from the line to store the document without it",
+             recomputes {}, {}, {} and, with --version-field, {VERSION}): remove it from the \
+             line to store the document without it",
             IDENTITY_FIELD, HASH_FIELD, WRITE_FIELD
         ),
-    )
+    };
+    ("invalid_field_name", reason)
 }
 
 fn foreign(id: RawBsonRef<'_>, derived: &str) -> Refusal {
@@ -104,7 +119,7 @@ fn foreign(id: RawBsonRef<'_>, derived: &str) -> Refusal {
 mod tests {
     use super::*;
     use natural_key_runtime::bson::{oid::ObjectId, rawdoc};
-    use natural_key_runtime::spec::{KeyField, KeyKind};
+    use natural_key_runtime::spec::{KeyField, KeyKind, TimestampForm};
     use natural_key_runtime::Scheme;
 
     fn spec() -> KeySpec {
@@ -126,6 +141,21 @@ mod tests {
         };
         assert_eq!(keep.apply(exported, &spec()).unwrap(), plain);
         assert_eq!(keep.apply(plain.clone(), &spec()).unwrap(), plain);
+    }
+
+    #[test]
+    fn an_exported_version_is_recomputed_with_a_version_field_and_refused_without_one() {
+        let versioned = spec().version("rev", TimestampForm::Millis);
+        let plain = rawdoc! { "k": "a", "at": 1i64, "rev": 3 };
+        let exported = rawdoc! { "k": "a", "at": 1i64, "rev": 3, "_nk_version": 3i64 };
+        let keep = OwnFields { keep_id: None };
+        assert_eq!(keep.apply(exported.clone(), &versioned).unwrap(), plain);
+        let (kind, reason) = keep.apply(exported, &spec()).unwrap_err();
+        assert_eq!(kind, "invalid_field_name");
+        assert!(reason.contains("--version-field"), "{reason}");
+        let tombstone = rawdoc! { "_id": "x", "_nk_version": 3i64, "_nk_deleted": 1 };
+        let (_, reason) = keep.apply(tombstone, &versioned).unwrap_err();
+        assert!(reason.contains("tombstone"), "{reason}");
     }
 
     #[test]

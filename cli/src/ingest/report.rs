@@ -117,6 +117,9 @@ pub(crate) fn summarize(
             "inserted": r.inserted,
             "updated": r.updated,
             "unchanged": r.unchanged,
+            "stale": r.stale,
+            "existed": r.existed,
+            "missing": r.missing,
             "deleted": r.deleted,
             "not_found": r.not_found,
             "gone": r.gone,
@@ -136,8 +139,12 @@ pub(crate) fn summarize(
         return Ok(());
     }
     let mut text = format!(
-        "ingest of {source} into {namespace}: {} lines; {} inserted, {} updated, {} unchanged",
-        outcome.lines, r.inserted, r.updated, r.unchanged
+        "ingest of {source} into {namespace}: {} lines; {} inserted, {} updated, {} unchanged{}",
+        outcome.lines,
+        r.inserted,
+        r.updated,
+        r.unchanged,
+        left_alone(r)
     );
     if args.delete_when.is_some() {
         text.push_str(&format!(
@@ -168,4 +175,19 @@ pub(crate) fn summarize(
         }
     }
     print(&text)
+}
+
+/// The lines left alone, each count where it is not 0: `, 3 stale, 1 existed, 2 missing`
+/// (older than the stored version; stored already, to `--mode insert`; not stored, to
+/// `--mode update`). None of them is a refused line.
+pub(crate) fn left_alone(r: &BatchReport) -> String {
+    [
+        (r.stale, "stale"),
+        (r.existed, "existed"),
+        (r.missing, "missing"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!(", {n} {what}"))
+    .collect()
 }

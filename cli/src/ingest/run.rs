@@ -13,7 +13,7 @@ use natural_key_runtime::{BatchReport, ContentHash, Error, RetryPolicy};
 use tokio::sync::mpsc::Receiver;
 
 use super::input::{read, Parsed, Source};
-use super::report::{Outcome, Reject, Rejects};
+use super::report::{left_alone, Outcome, Reject, Rejects};
 use crate::args::IngestArgs;
 use crate::output::{chain, note, Failure};
 use crate::server::connect;
@@ -45,8 +45,12 @@ pub(crate) async fn run(
     let bar = progress_bar(args, size);
     let show = |r: &BatchReport| {
         let counts = format!(
-            "{} inserted, {} updated, {} unchanged, {} deleted",
-            r.inserted, r.updated, r.unchanged, r.deleted
+            "{} inserted, {} updated, {} unchanged, {} deleted{}",
+            r.inserted,
+            r.updated,
+            r.unchanged,
+            r.deleted,
+            left_alone(r)
         );
         if let Some(bar) = &bar {
             bar.set_position(bytes_read.load(Ordering::Relaxed));
@@ -275,7 +279,7 @@ async fn write_run(
     let retry = RetryPolicy::default().deadline(Duration::from_secs(args.retry_deadline));
     let result = match delete {
         false => {
-            let call = coll.upsert_stream(docs).mode(args.mode.into());
+            let call = coll.upsert_stream(docs).mode(args.mode);
             let call = call.batch_size(batch).on_progress(progress);
             call.retry(retry).await
         }
@@ -364,6 +368,9 @@ fn add(total: &mut BatchReport, part: &BatchReport) {
     total.inserted += part.inserted;
     total.updated += part.updated;
     total.unchanged += part.unchanged;
+    total.stale += part.stale;
+    total.existed += part.existed;
+    total.missing += part.missing;
     total.deleted += part.deleted;
     total.not_found += part.not_found;
     total.gone += part.gone;
