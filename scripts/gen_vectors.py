@@ -7,6 +7,7 @@ file; an entry is never edited, only appended.
 
     python3 scripts/gen_vectors.py > tests/vectors/ids.json
 """
+import datetime
 import hashlib
 import json
 import struct
@@ -20,6 +21,35 @@ def ulid(ts_ms: int, digest: bytes) -> str:
     assert 0 <= ts_ms < 2**48
     n = (ts_ms << 80) | int.from_bytes(digest[:10], "big")
     return "".join(CROCKFORD[(n >> (5 * i)) & 31] for i in reversed(range(26)))
+
+
+def nk_version(v) -> int:
+    """The stored `_nk_version` of a version value (docs/id-scheme.md, "Versions and
+    tombstones"): an int as it is, an instant (an aware datetime, or RFC 3339 text) in Unix
+    milliseconds, floored; int64 or an error."""
+    if isinstance(v, str):
+        # Digits past the millisecond are dropped: adding a non-negative fraction to whole
+        # seconds floors, before the epoch too.
+        head, frac, rest = v[:19], "", v[19:]
+        if rest.startswith("."):
+            digits = len(rest) - len(rest[1:].lstrip("0123456789"))
+            frac, rest = rest[1:digits], rest[digits:]
+        secs = datetime.datetime.fromisoformat(head + rest.replace("z", "Z"))
+        v = secs + datetime.timedelta(milliseconds=int((frac + "000")[:3]))
+    if isinstance(v, datetime.datetime):
+        if v.tzinfo is None:
+            raise ValueError("an instant needs its offset")
+        v = (v - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)) // datetime.timedelta(milliseconds=1)
+    if isinstance(v, bool) or not isinstance(v, int) or not -(2**63) <= v < 2**63:
+        raise ValueError(f"not an int64 version: {v!r}")
+    return v
+
+
+assert nk_version(7) == 7 and nk_version(-5) == -5
+assert nk_version("2023-11-14T22:13:20Z") == 1700000000000
+assert nk_version("2023-11-14T23:13:20.1239+01:00") == 1700000000123
+assert nk_version("1969-12-31T23:59:59.9995Z") == -1  # floored, not truncated
+assert nk_version(datetime.datetime(1969, 12, 31, 23, 59, 59, 998500, datetime.timezone.utc)) == -2
 
 
 def payload(k):

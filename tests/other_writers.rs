@@ -308,3 +308,385 @@ async fn the_stored_text_forms_are_exact() {
     );
     assert_eq!(raw.count_documents(doc! {}).await.unwrap(), 1);
 }
+
+// ---------------------------------------------------------------------------------------------
+// A versioned other writer (docs/id-scheme.md, "Versions and tombstones" and "Writing from
+// another language", "A versioned writer"): the statements below are the ones the spec gives,
+// written out; interop/go's VersionedFilter, VersionedUpdate, TombstoneFilter and Tombstone
+// build the same documents.
+
+/// `Post` with a version: the same namespace and keys, so the same `_id` and `_nk_identity`
+/// (type and field names are not hashed).
+#[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[natural_key(namespace = "blog.post")]
+struct Revised {
+    #[key]
+    slug: String,
+    #[key]
+    lang: String,
+    #[key(timestamp)]
+    published_at: DateTime,
+    #[natural_key(version)]
+    rev: i64,
+    body: String,
+}
+
+const VERSION: &str = "_nk_version";
+const DELETED: &str = "_nk_deleted";
+
+fn revised(rev: i64, body: &str) -> Revised {
+    Revised {
+        slug: "retries".into(),
+        lang: "en".into(),
+        published_at: DateTime::from_millis(MS),
+        rev,
+        body: body.into(),
+    }
+}
+
+async fn revisions(
+    test: &str,
+) -> (
+    Collection<Revised>,
+    natural_key::mongodb::Collection<Document>,
+) {
+    let (db, _) = support::database(test).await;
+    let coll = Collection::<Revised>::open(&db, "posts").await.unwrap();
+    (coll, db.collection::<Document>("posts"))
+}
+
+/// The versioned statement: `{q: {_id, _nk_version: {$not: {$gte: v}}}, u: {$set: {...fields,
+/// _nk_identity, _nk_version: v}, $unset: {_nk_hash: "", _nk_deleted: ""}}, upsert: true}`.
+/// `version` is what the other writer stores in `_nk_version`: the version as an int64.
+async fn go_versioned_upsert(
+    raw: &natural_key::mongodb::Collection<Document>,
+    version: i64,
+    mut set: Document,
+) -> Result<(), natural_key::mongodb::error::Error> {
+    set.insert(IDENTITY_FIELD, IDENTITY);
+    set.insert(VERSION, version);
+    let mut q = filter(ID, IDENTITY);
+    q.insert(VERSION, doc! {"$not": {"$gte": version}});
+    raw.update_one(
+        q,
+        doc! {"$set": set, "$unset": {HASH_FIELD: "", DELETED: ""}},
+    )
+    .upsert(true)
+    .await
+    .map(|_| ())
+}
+
+/// The document's fields as `Revised` stores them.
+fn revised_fields(rev: i64, body: &str) -> Document {
+    let mut d = fields(body);
+    d.insert("rev", rev);
+    d
+}
+
+/// The versioned delete: the document replaced by a tombstone, `{q: {_id, _nk_version: {$not:
+/// {$gt: v}}}, u: {_nk_identity, _nk_version: v, _nk_deleted: <now>}, upsert: true}`.
+async fn go_tombstone(
+    raw: &natural_key::mongodb::Collection<Document>,
+    version: i64,
+) -> Result<(), natural_key::mongodb::error::Error> {
+    let mut q = filter(ID, IDENTITY);
+    q.insert(VERSION, doc! {"$not": {"$gt": version}});
+    raw.replace_one(
+        q,
+        doc! {IDENTITY_FIELD: IDENTITY, VERSION: version, DELETED: DateTime::now()},
+    )
+    .upsert(true)
+    .await
+    .map(|_| ())
+}
+
+/// The refusal the spec tells the other writer to expect: a duplicate key (11000) on `_id`,
+/// the upsert's insert of an `_id` that is stored at a version its filter did not match.
+fn assert_duplicate_key(r: Result<(), natural_key::mongodb::error::Error>) {
+    use natural_key::mongodb::error::{ErrorKind, WriteFailure};
+    let err = r.expect_err("the statement applied; the spec says it fails with 11000");
+    match &*err.kind {
+        ErrorKind::Write(WriteFailure::WriteError(e)) => assert_eq!(e.code, 11000, "{err}"),
+        _ => panic!("not a write error 11000: {err}"),
+    }
+}
+
+#[tokio::test]
+async fn a_versioned_other_writer_and_the_rust_writer_order_by_version() {
+    let (posts, raw) = revisions("versioned_other_writer").await;
+    let id = revised(0, "").id().unwrap();
+    assert_eq!(id.to_string(), ID);
+
+    assert_eq!(
+        posts.upsert(&revised(2, "two")).await.unwrap(),
+        UpsertOutcome::Inserted(id)
+    );
+    let before = stored(&raw, ID.into()).await;
+    // Older or equal: the filter does not match the stored v2, the upsert's insert of the
+    // stored `_id` is refused, nothing is written.
+    for (v, body) in [(1, "one"), (2, "two from Go")] {
+        assert_duplicate_key(go_versioned_upsert(&raw, v, revised_fields(v, body)).await);
+        assert_eq!(
+            stored(&raw, ID.into()).await,
+            before,
+            "v{v} changed the document"
+        );
+    }
+    // Newer: applied, with its version and without the Rust writer's hash.
+    go_versioned_upsert(&raw, 3, revised_fields(3, "three from Go"))
+        .await
+        .unwrap();
+    let d = stored(&raw, ID.into()).await;
+    assert_eq!(d.get_str("body"), Ok("three from Go"));
+    assert_eq!(d.get(VERSION), Some(&Bson::Int64(3)));
+    assert!(d.get(HASH_FIELD).is_none(), "{d}");
+    assert_eq!(raw.count_documents(doc! {}).await.unwrap(), 1);
+
+    // The Rust writer: its older version is stale; at the other writer's version it cannot
+    // tell the content equal (no hash), so it is a conflict; a newer one is written.
+    assert_eq!(
+        posts.upsert(&revised(2, "two")).await.unwrap(),
+        UpsertOutcome::Stale(id)
+    );
+    assert!(matches!(
+        posts.upsert(&revised(3, "three from Go")).await,
+        Err(Error::VersionConflict { version: 3, .. })
+    ));
+    assert_eq!(
+        stored(&raw, ID.into()).await.get_str("body"),
+        Ok("three from Go")
+    );
+    assert_eq!(
+        posts.upsert(&revised(4, "four")).await.unwrap(),
+        UpsertOutcome::Updated(id)
+    );
+    assert_eq!(posts.get(id).await.unwrap(), Some(revised(4, "four")));
+
+    // The other writer deletes at v5: a tombstone replaces the document.
+    go_tombstone(&raw, 5).await.unwrap();
+    let t = stored(&raw, ID.into()).await;
+    assert_eq!(t.get(VERSION), Some(&Bson::Int64(5)));
+    assert!(t.get_datetime(DELETED).is_ok(), "{t}");
+    assert_eq!(t.get_str(IDENTITY_FIELD), Ok(IDENTITY));
+    assert_eq!(t.len(), 4, "{t}");
+    // An older delete is refused the same way, and changes nothing.
+    assert_duplicate_key(go_tombstone(&raw, 4).await);
+    assert_eq!(stored(&raw, ID.into()).await, t);
+    // The tombstone is no document to the Rust writer's reads, nor to the live filter.
+    assert_eq!(posts.get(id).await.unwrap(), None);
+    assert_eq!(posts.find_by_key(&revised(0, "")).await.unwrap(), None);
+    assert_eq!(raw.count_documents(doc! {DELETED: null}).await.unwrap(), 0);
+    // A Rust write at or below it is stale; a newer one brings the document back.
+    for v in [4, 5] {
+        assert_eq!(
+            posts.upsert(&revised(v, "late")).await.unwrap(),
+            UpsertOutcome::Stale(id)
+        );
+    }
+    assert_eq!(stored(&raw, ID.into()).await, t);
+    assert_eq!(
+        posts.upsert(&revised(6, "six")).await.unwrap(),
+        UpsertOutcome::Inserted(id)
+    );
+    let d = stored(&raw, ID.into()).await;
+    assert!(d.get(DELETED).is_none(), "{d}");
+    assert_eq!(posts.get(id).await.unwrap(), Some(revised(6, "six")));
+    // And the other writer's v5 is stale against it.
+    assert_duplicate_key(go_versioned_upsert(&raw, 5, revised_fields(5, "five")).await);
+    assert_eq!(raw.count_documents(doc! {}).await.unwrap(), 1);
+}
+
+/// The other writer's versioned statements, where the Rust writer is the one that deleted:
+/// its tombstone stops an older or equal version, a newer one brings the document back
+/// (unsetting `_nk_deleted`), and the other writer's delete of a document never stored leaves
+/// a tombstone that stops the Rust writer's older version.
+#[tokio::test]
+async fn the_rust_writers_tombstone_stops_the_other_writer_too() {
+    let (posts, raw) = revisions("versioned_other_writer_tombstones").await;
+    let id = revised(0, "").id().unwrap();
+    posts.upsert(&revised(1, "one")).await.unwrap();
+    assert_eq!(
+        posts.delete(&revised(3, "")).await.unwrap(),
+        natural_key::DeleteOutcome::Deleted(id)
+    );
+    let t = stored(&raw, ID.into()).await;
+    for v in [2, 3] {
+        assert_duplicate_key(go_versioned_upsert(&raw, v, revised_fields(v, "late")).await);
+        assert_eq!(stored(&raw, ID.into()).await, t);
+    }
+    go_versioned_upsert(&raw, 4, revised_fields(4, "back from Go"))
+        .await
+        .unwrap();
+    let d = stored(&raw, ID.into()).await;
+    assert!(d.get(DELETED).is_none(), "{d}");
+    assert_eq!(
+        posts.get(id).await.unwrap(),
+        Some(revised(4, "back from Go"))
+    );
+
+    raw.delete_many(doc! {}).await.unwrap();
+    go_tombstone(&raw, 7).await.unwrap();
+    assert_eq!(raw.count_documents(doc! {}).await.unwrap(), 1);
+    assert_eq!(
+        posts.upsert(&revised(7, "seven")).await.unwrap(),
+        UpsertOutcome::Stale(id)
+    );
+    assert_eq!(
+        posts.delete(&revised(6, "")).await.unwrap(),
+        natural_key::DeleteOutcome::Stale(id)
+    );
+    assert_eq!(
+        posts.upsert(&revised(8, "eight")).await.unwrap(),
+        UpsertOutcome::Inserted(id)
+    );
+    // The other writer's delete at the stored version deletes, as the Rust writer's does.
+    go_tombstone(&raw, 8).await.unwrap();
+    assert_eq!(posts.get(id).await.unwrap(), None);
+    assert_eq!(
+        stored(&raw, ID.into()).await.get(VERSION),
+        Some(&Bson::Int64(8))
+    );
+}
+
+/// A document stored without `_nk_version` — by the other writer's unversioned statement, or
+/// with a `_nk_version` that is not an integer — is older than any version, for both writers.
+#[tokio::test]
+async fn a_document_without_a_version_is_older_than_any() {
+    let (posts, raw) = revisions("versioned_other_writer_unversioned").await;
+    let id = revised(0, "").id().unwrap();
+    go_upsert(&raw, ID, IDENTITY, "unversioned").await.unwrap();
+    assert!(stored(&raw, ID.into()).await.get(VERSION).is_none());
+    assert_eq!(
+        posts.upsert(&revised(i64::MIN, "min")).await.unwrap(),
+        UpsertOutcome::Updated(id)
+    );
+    assert_eq!(
+        stored(&raw, ID.into()).await.get(VERSION),
+        Some(&Bson::Int64(i64::MIN))
+    );
+
+    // The other writer's `$not` matches a document without the field, and one whose
+    // `_nk_version` is null or not a number, as the Rust writer's rule does.
+    for unversioned in [
+        doc! {"$unset": {VERSION: ""}},
+        doc! {"$set": {VERSION: Bson::Null}},
+        doc! {"$set": {VERSION: "7"}},
+    ] {
+        raw.update_one(filter(ID, IDENTITY), unversioned.clone())
+            .await
+            .unwrap();
+        go_versioned_upsert(&raw, -1, revised_fields(-1, "from Go"))
+            .await
+            .unwrap_or_else(|e| panic!("after {unversioned}: {e}"));
+        let d = stored(&raw, ID.into()).await;
+        assert_eq!(
+            d.get(VERSION),
+            Some(&Bson::Int64(-1)),
+            "after {unversioned}"
+        );
+        // The same for a delete.
+        raw.update_one(filter(ID, IDENTITY), unversioned.clone())
+            .await
+            .unwrap();
+        go_tombstone(&raw, -1).await.unwrap();
+        assert!(stored(&raw, ID.into()).await.get(DELETED).is_some());
+        // Back to a live, unversioned document for the next round.
+        raw.replace_one(filter(ID, IDENTITY), {
+            let mut d = revised_fields(0, "plain");
+            d.insert(IDENTITY_FIELD, IDENTITY);
+            d
+        })
+        .await
+        .unwrap();
+    }
+    assert_eq!(raw.count_documents(doc! {}).await.unwrap(), 1);
+}
+
+/// An instant version is stored in Unix milliseconds, floored: the other writer converts its
+/// time the same way (Go: `t.UnixMilli()`), and an equal instant is an equal version.
+#[tokio::test]
+async fn an_instant_version_is_compared_in_milliseconds() {
+    #[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
+    #[natural_key(namespace = "blog.post")]
+    struct Edited {
+        #[key]
+        slug: String,
+        #[key]
+        lang: String,
+        #[key(timestamp)]
+        published_at: DateTime,
+        #[natural_key(version)]
+        edited_at: DateTime,
+        body: String,
+    }
+    let (db, _) = support::database("versioned_other_writer_instant").await;
+    let posts = Collection::<Edited>::open(&db, "posts").await.unwrap();
+    let raw = db.collection::<Document>("posts");
+    let at = |ms: i64, body: &str| Edited {
+        slug: "retries".into(),
+        lang: "en".into(),
+        published_at: DateTime::from_millis(MS),
+        edited_at: DateTime::from_millis(ms),
+        body: body.into(),
+    };
+    // 2024-03-02T00:00:00.456Z
+    let edited = 1_709_337_600_456;
+    posts.upsert(&at(edited, "rust")).await.unwrap();
+    assert_eq!(
+        stored(&raw, ID.into()).await.get(VERSION),
+        Some(&Bson::Int64(edited))
+    );
+    let set = |ms: i64| {
+        let mut d = fields("go");
+        d.insert("edited_at", DateTime::from_millis(ms));
+        d
+    };
+    assert_duplicate_key(go_versioned_upsert(&raw, edited, set(edited)).await);
+    go_versioned_upsert(&raw, edited + 1, set(edited + 1))
+        .await
+        .unwrap();
+    let id = at(0, "").id().unwrap();
+    assert_eq!(
+        posts.upsert(&at(edited, "rust")).await.unwrap(),
+        UpsertOutcome::Stale(id)
+    );
+    assert_eq!(posts.get(id).await.unwrap(), Some(at(edited + 1, "go")));
+}
+
+/// What a tombstone costs: the Rust writer's, read back from the engine as BSON, is 208
+/// bytes (`_id` 36, `_nk_identity` 83, `_nk_version` 21, `_nk_deleted` 21, `_nk_write` 42, and
+/// the document's 5); the other writer's, without `_nk_write`, 166. docs/id-scheme.md gives
+/// these figures.
+#[tokio::test]
+async fn a_tombstone_is_208_bytes() {
+    use natural_key::bson::RawDocumentBuf;
+    let (posts, raw) = revisions("versioned_tombstone_size").await;
+    let raw_bytes = raw.clone_with_type::<RawDocumentBuf>();
+    let size = || async {
+        let d = raw_bytes.find_one(doc! {"_id": ID}).await.unwrap().unwrap();
+        let names: Vec<String> = d.iter().map(|e| e.unwrap().0.to_string()).collect();
+        (d.as_bytes().len(), names)
+    };
+    posts
+        .upsert(&revised(1, "a body of some length"))
+        .await
+        .unwrap();
+    posts.delete(&revised(1, "")).await.unwrap();
+    let (bytes, mut names) = size().await;
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "_id",
+            "_nk_deleted",
+            "_nk_identity",
+            "_nk_version",
+            "_nk_write"
+        ]
+    );
+    assert_eq!(bytes, 208);
+    go_tombstone(&raw, 2).await.unwrap();
+    let (bytes, names) = size().await;
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert_eq!(bytes, 166);
+}
