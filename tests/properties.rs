@@ -43,7 +43,8 @@ struct Revision {
     body: String,
     #[natural_key(version)]
     rev: u32,
-    // The engine's time, read back; never written by the struct.
+    // The engine's time, read back; never written by the struct (nor read by this test).
+    #[allow(dead_code)]
     #[serde(default, skip_serializing)]
     changed_at: Option<natural_key::bson::DateTime>,
 }

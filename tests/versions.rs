@@ -682,3 +682,19 @@ async fn a_spec_changed_at_is_the_engines() {
         Ok(&stamped)
     );
 }
+
+/// A sync from a full snapshot leaves tombstones alone: the snapshot agrees that their
+/// documents are gone, and deleting a tombstone would let a late older write bring one back.
+#[tokio::test]
+async fn a_snapshot_sync_keeps_tombstones() {
+    let (db, _) = support::database("versions_sync").await;
+    let coll = spec().open(&db, "posts").await.unwrap();
+    write(&coll, vec![post("a", 1, "a"), post("b", 1, "b")]).await;
+    delete(&coll, vec![post("b", 2, "")]).await;
+    let snapshot = [post("a", 1, "a")];
+    let keep = snapshot.iter().map(|d| spec().derive(d).unwrap().1);
+    let report = coll.prune_except(keep).force().await.unwrap();
+    assert_eq!(report.deleted, 0, "{report:?}");
+    let r = write(&coll, vec![post("b", 1, "b")]).await;
+    assert_eq!(r.stale, 1, "{r:?}");
+}

@@ -48,8 +48,8 @@ pub use maintain::rekeying::RekeyOutcome;
 pub use maintain::tombstones::TombstoneReport;
 pub use maintain::DEFAULT_SAMPLE;
 pub use names::{
-    HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD, OPS_FIELD,
-    OPS_PRUNED_TO_FIELD, RESERVED_PREFIX, WRITE_FIELD,
+    DELETED_FIELD, HASH_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD, LEGACY_IDS_FIELD, MOVED_TO_FIELD,
+    OPS_FIELD, OPS_PRUNED_TO_FIELD, RESERVED_PREFIX, VERSION_FIELD, WRITE_FIELD,
 };
 pub use op::answer::classify;
 pub use outcome::{

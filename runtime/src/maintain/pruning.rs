@@ -13,7 +13,7 @@ use super::statements::{apply, delete_one, fragment};
 use super::SCAN_BATCH;
 use crate::content::ContentHash;
 use crate::error::Error;
-use crate::names::IDENTITY_FIELD;
+use crate::names::{DELETED_FIELD, IDENTITY_FIELD};
 use crate::op::answer::classify;
 use crate::op::Command;
 use crate::op::{Scan, StoredIdentity, Target};
@@ -95,7 +95,10 @@ pub(crate) async fn prune(
         ..PruneReport::default()
     };
     let mut gone: Vec<(Bson, Bson)> = Vec::new();
-    let filter: RawDocumentBuf = fragment(&doc! {IDENTITY_FIELD: {"$exists": true}})?;
+    // A tombstone is a deletion already, kept so that a late older write stays stale: a
+    // snapshot without its identity agrees with it, and deleting it would lose that.
+    let live = doc! {IDENTITY_FIELD: {"$exists": true}, DELETED_FIELD: null};
+    let filter: RawDocumentBuf = fragment(&live)?;
     let mut scan = Scan::open(target, filter, Some(&["_id", IDENTITY_FIELD]), SCAN_BATCH)
         .await
         .map_err(classify)?;

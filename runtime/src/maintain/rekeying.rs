@@ -82,9 +82,7 @@ where
     let found: Vec<Document> = op::find(target, fragment(&filter)?, None, &mut once, None).await?;
     let holds = |d: &&Document| d.get_str(IDENTITY_FIELD) == Ok(p.identity.as_str());
     let holder = found.iter().find(holds);
-    // Deleted (a versioned delete's tombstone holds the identity): nothing to move, and
-    // moving would bring the document back.
-    if holder.is_some_and(|h| !matches!(h.get(DELETED_FIELD), None | Some(Bson::Null))) {
+    if holder.is_some_and(is_tombstone) {
         return Ok(RekeyOutcome::NotFound);
     }
     let released: Vec<&Document> = found
@@ -203,4 +201,9 @@ fn last_legacy_id(d: &Document) -> Option<String> {
 
 fn one(mut results: Vec<Result<(), Error>>) -> Result<(), Error> {
     results.pop().unwrap_or(Ok(()))
+}
+
+/// A versioned delete's tombstone: a deleted document, which a move would bring back.
+fn is_tombstone(d: &Document) -> bool {
+    !matches!(d.get(DELETED_FIELD), None | Some(Bson::Null))
 }

@@ -591,74 +591,44 @@ fn plan<'p>(
                 continue;
             }
         }
-        let view = found.map(|d| Stored {
-            id: &d.id,
-            hash: d.hash.as_ref(),
-            token: d.token.as_ref().and_then(Bson::as_str),
-            version: d.version.as_ref(),
-            deleted: d.deleted,
-        });
-        let new = Incoming {
-            id: p.id,
-            id_text: &p.id_text,
-            hash: &p.hash,
-            version: p.version,
-            tombstone: p.tombstone,
-            mode: call.mode,
+        let action = decision(call, p, i, found, state.sent[i].as_ref());
+        let (stored_hash, version_guard, effect) = match action {
+            Action::Done(o) => {
+                state.results[i] = Some(Ok(o));
+                continue;
+            }
+            Action::Fork | Action::Conflict(_) => {
+                state.results[i] = Some(Err(refusal(call, p, i, found, &action)));
+                continue;
+            }
+            Action::Insert => {
+                state.unnamed[i] = unnamed.filter(|u| matches!(u, Unnamed::AdoptionMissed(_)));
+                // Until a reply says otherwise, it may be applied: if this attempt fails, the
+                // retry's read decides by the token.
+                state.sent[i] = Some(uncertain(token, Effect::Inserted));
+                inserts.push(Outgoing {
+                    item: i,
+                    id: p.id,
+                    effect: Effect::Inserted,
+                    doc: insert_document(p, token),
+                });
+                continue;
+            }
+            Action::AdoptById => {
+                state.unnamed[i] = unnamed.filter(|u| matches!(u, Unnamed::InsertRefused(_)));
+                (None, None, Effect::Updated)
+            }
+            Action::Update {
+                stored_hash,
+                stored_version,
+                effect,
+            } => {
+                let versioned = p.version.is_some();
+                let version = versioned.then(|| stored_version.cloned().unwrap_or(Bson::Null));
+                let hash = stored_hash.cloned().unwrap_or(Bson::Null);
+                (Some(hash), version, effect)
+            }
         };
-        let other_hash = || (call.other_hash)(i);
-        let (stored_hash, version_guard, effect) =
-            match decide(new, other_hash, view, state.sent[i].as_ref()) {
-                Action::Done(o) => {
-                    state.results[i] = Some(Ok(o));
-                    continue;
-                }
-                Action::Fork => {
-                    state.results[i] = Some(Err(Error::ImmutableKeyChanged {
-                        collection: call.target.namespace.clone(),
-                        stored_id: crate::stored::id_text(&found.expect("a fork was read").id),
-                        derived_id: p.id,
-                        key: (call.describe)(i),
-                    }));
-                    continue;
-                }
-                Action::Conflict(version) => {
-                    state.results[i] = Some(Err(Error::VersionConflict {
-                        collection: call.target.namespace.clone(),
-                        id: p.id,
-                        version,
-                        key: (call.describe)(i),
-                    }));
-                    continue;
-                }
-                Action::Insert => {
-                    state.unnamed[i] = unnamed.filter(|u| matches!(u, Unnamed::AdoptionMissed(_)));
-                    // Until a reply says otherwise, it may be applied: if this attempt fails, the
-                    // retry's read decides by the token.
-                    state.sent[i] = Some(uncertain(token, Effect::Inserted));
-                    inserts.push(Outgoing {
-                        item: i,
-                        id: p.id,
-                        effect: Effect::Inserted,
-                        doc: insert_document(p, token),
-                    });
-                    continue;
-                }
-                Action::AdoptById => {
-                    state.unnamed[i] = unnamed.filter(|u| matches!(u, Unnamed::InsertRefused(_)));
-                    (None, None, Effect::Updated)
-                }
-                Action::Update {
-                    stored_hash,
-                    stored_version,
-                    effect,
-                } => {
-                    let versioned = p.version.is_some();
-                    let version = versioned.then(|| stored_version.cloned().unwrap_or(Bson::Null));
-                    let hash = stored_hash.cloned().unwrap_or(Bson::Null);
-                    (Some(hash), version, effect)
-                }
-            };
         let doc = statement(call, p, stored_hash, version_guard, effect, token)?;
         state.sent[i] = Some(uncertain(token, effect));
         state.planned[i] = Some(seen);
@@ -670,6 +640,58 @@ fn plan<'p>(
         });
     }
     Ok((inserts, updates))
+}
+
+/// Item `i`'s decision against what the read `found` under its identity.
+fn decision<'f>(
+    call: &UpsertCall<'_>,
+    p: &Prepared,
+    i: usize,
+    found: Option<&'f StoredIdentity>,
+    sent: Option<&Sent>,
+) -> Action<'f> {
+    let view = found.map(|d| Stored {
+        id: &d.id,
+        hash: d.hash.as_ref(),
+        token: d.token.as_ref().and_then(Bson::as_str),
+        version: d.version.as_ref(),
+        deleted: d.deleted,
+    });
+    let new = Incoming {
+        id: p.id,
+        id_text: &p.id_text,
+        hash: &p.hash,
+        version: p.version,
+        tombstone: p.tombstone,
+        mode: call.mode,
+    };
+    decide(new, || (call.other_hash)(i), view, sent)
+}
+
+/// The error of a decision that refuses item `i` (`p`): a fork or a version conflict.
+fn refusal(
+    call: &UpsertCall<'_>,
+    p: &Prepared,
+    i: usize,
+    found: Option<&StoredIdentity>,
+    action: &Action<'_>,
+) -> Error {
+    let collection = call.target.namespace.clone();
+    let key = (call.describe)(i);
+    match action {
+        Action::Conflict(version) => Error::VersionConflict {
+            collection,
+            id: p.id,
+            version: *version,
+            key,
+        },
+        _ => Error::ImmutableKeyChanged {
+            collection,
+            stored_id: found.map_or_else(String::new, |f| crate::stored::id_text(&f.id)),
+            derived_id: p.id,
+            key,
+        },
+    }
 }
 
 fn uncertain(token: &str, effect: Effect) -> Sent {
@@ -708,29 +730,7 @@ fn statement(
     effect: Effect,
     token: &str,
 ) -> Result<RawDocumentBuf, Error> {
-    let mut filter = RawDocumentBuf::new();
-    filter.append("_id", p.id_text.as_str());
-    if call.target.sharded {
-        match stored_hash {
-            // Adopting a document without identity: it is where a null shard key routes.
-            None => filter.append(IDENTITY_FIELD, RawBson::Null),
-            Some(_) => filter.append(IDENTITY_FIELD, p.identity.as_str()),
-        }
-    }
-    if let Some(hash) =
-        stored_hash.filter(|_| call.target.deployment.compares_hash_in_update_filter())
-    {
-        filter.append(HASH_FIELD, RawBson::try_from(hash).map_err(serialize)?);
-    }
-    // As the hash: where the engine checks a filter outside its write, the condition orders
-    // nothing and costs a scan per statement (the read's decision orders writes there).
-    if let Some(version) = version_guard.filter(|_| call.target.deployment.atomic_update_filters())
-    {
-        filter.append(
-            VERSION_FIELD,
-            RawBson::try_from(version).map_err(serialize)?,
-        );
-    }
+    let filter = update_filter(call, p, stored_hash, version_guard)?;
     let revive = effect == Effect::Inserted;
     let fields = match revive {
         true => &p.body,
@@ -750,35 +750,7 @@ fn statement(
     let update = match mode {
         _ if p.tombstone => body,
         WriteMode::Merge | WriteMode::InsertOnly | WriteMode::UpdateOnly => {
-            let mut u = RawDocumentBuf::new();
-            u.append("$set", body);
-            // Fields of the type that this value does not serialize (a skipped `None`) must
-            // not keep an old value: reading the document back must give what was written.
-            let mut unset = RawDocumentBuf::new();
-            // A name the body could not carry is no field of ours to unset (`a.b` would be a
-            // path into another field).
-            for f in call.fields.unwrap_or_default() {
-                // The changed-at field is the engine's: a type reads it, never writes it.
-                let ours = name_problem(f, true).is_none()
-                    && (revive || !p.relative.contains(f))
-                    && call.changed_at != Some(*f);
-                if ours && !matches!(p.body.get(f), Ok(Some(_))) {
-                    unset.append(*f, "");
-                }
-            }
-            if revive {
-                unset.append(DELETED_FIELD, "");
-            }
-            if !unset.is_empty() {
-                u.append("$unset", unset);
-            }
-            // The content changes (a version alone does not): the engine's clock says when.
-            if let Some(field) = call.changed_at.filter(|_| effect != Effect::Unchanged) {
-                let mut now = RawDocumentBuf::new();
-                now.append(field, true);
-                u.append("$currentDate", now);
-            }
-            u
+            merge(call, p, body, effect)
         }
         // A replacement would reset what relative updates changed, and drop their record.
         WriteMode::Replace if !p.relative.is_empty() && !revive => {
@@ -799,6 +771,78 @@ fn statement(
     s.append("upsert", false);
     s.append("multi", false);
     Ok(s)
+}
+
+/// An update statement's filter: see [`statement`].
+fn update_filter(
+    call: &UpsertCall<'_>,
+    p: &Prepared,
+    stored_hash: Option<Bson>,
+    version_guard: Option<Bson>,
+) -> Result<RawDocumentBuf, Error> {
+    let mut filter = RawDocumentBuf::new();
+    filter.append("_id", p.id_text.as_str());
+    if call.target.sharded {
+        match stored_hash {
+            // Adopting a document without identity: it is where a null shard key routes.
+            None => filter.append(IDENTITY_FIELD, RawBson::Null),
+            Some(_) => filter.append(IDENTITY_FIELD, p.identity.as_str()),
+        }
+    }
+    let atomic = call.target.deployment.atomic_update_filters();
+    if let Some(hash) =
+        stored_hash.filter(|_| call.target.deployment.compares_hash_in_update_filter())
+    {
+        filter.append(HASH_FIELD, RawBson::try_from(hash).map_err(serialize)?);
+    }
+    // As the hash: where the engine checks a filter outside its write, the condition orders
+    // nothing and costs a scan per statement (the read's decision orders writes there).
+    if let Some(version) = version_guard.filter(|_| atomic) {
+        let version = RawBson::try_from(version).map_err(serialize)?;
+        filter.append(VERSION_FIELD, version);
+    }
+    Ok(filter)
+}
+
+/// A Merge-mode update (and insert-only's and update-only's): `$set` of `body`, `$unset` of the
+/// type's fields the value leaves out, and the engine's clock in the changed-at field when the
+/// content changes.
+fn merge(
+    call: &UpsertCall<'_>,
+    p: &Prepared,
+    body: RawDocumentBuf,
+    effect: Effect,
+) -> RawDocumentBuf {
+    let revive = effect == Effect::Inserted;
+    let mut u = RawDocumentBuf::new();
+    u.append("$set", body);
+    // Fields of the type that this value does not serialize (a skipped `None`) must not keep
+    // an old value: reading the document back must give what was written.
+    let mut unset = RawDocumentBuf::new();
+    // A name the body could not carry is no field of ours to unset (`a.b` would be a path
+    // into another field). The changed-at field is the engine's: a type reads it, never
+    // writes it.
+    for f in call.fields.unwrap_or_default() {
+        let ours = name_problem(f, true).is_none()
+            && (revive || !p.relative.contains(f))
+            && call.changed_at != Some(*f);
+        if ours && !matches!(p.body.get(f), Ok(Some(_))) {
+            unset.append(*f, "");
+        }
+    }
+    if revive {
+        unset.append(DELETED_FIELD, "");
+    }
+    if !unset.is_empty() {
+        u.append("$unset", unset);
+    }
+    // The content changes (a version alone does not): the engine's clock says when.
+    if let Some(field) = call.changed_at.filter(|_| effect != Effect::Unchanged) {
+        let mut now = RawDocumentBuf::new();
+        now.append(field, true);
+        u.append("$currentDate", now);
+    }
+    u
 }
 
 fn serialize(e: impl std::fmt::Display) -> Error {

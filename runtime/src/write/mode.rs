@@ -1,9 +1,9 @@
 //! How an upsert writes a changed document, and which documents it may create or change.
 
 /// How an upsert writes a changed document, and which documents it may create or change.
-/// `natural-key ingest --mode` takes mongoimport's names where the meaning matches: `merge`,
-/// `upsert` (= [`Replace`](WriteMode::Replace)), `insert` (= [`InsertOnly`](WriteMode::InsertOnly)),
-/// and `update` (= [`UpdateOnly`](WriteMode::UpdateOnly)).
+/// `natural-key ingest --mode` takes `merge`, `replace`, `update` (= [`UpdateOnly`](WriteMode::UpdateOnly))
+/// and mongoimport's names where the meaning matches: `upsert` (= [`Replace`](WriteMode::Replace))
+/// and `insert` (= [`InsertOnly`](WriteMode::InsertOnly)).
 ///
 /// ```no_run
 /// # use natural_key::prelude::*;
