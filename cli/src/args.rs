@@ -65,6 +65,49 @@ pub(crate) enum Command {
     /// --key lang:str:lowercase --timestamp published_at --reject rejects.ndjson
     #[command(after_help = INGEST_SHORT_HELP, after_long_help = INGEST_AFTER_HELP)]
     Ingest(IngestArgs),
+    /// Delete the tombstones that versioned deletes (ingest --version-field with
+    /// --delete-when) left longer ago than --older-than.
+    ///
+    /// A tombstone (_id, identity, version, time of deletion: 208 bytes of BSON) keeps a late
+    /// replay of an older version from bringing a deleted document back. Keep tombstones for
+    /// longer than anything can be replayed or delivered late; once pruned, such a write
+    /// creates the document again. A tombstone brought back or raised since it was read is left
+    /// alone. No key spec is needed: tombstones hold no key fields.
+    ///
+    /// Example: natural-key prune-tombstones --db blog --collection posts --older-than 30d
+    PruneTombstones(PruneTombstonesArgs),
+}
+
+/// `natural-key prune-tombstones`.
+#[derive(Args)]
+pub(crate) struct PruneTombstonesArgs {
+    #[command(flatten)]
+    pub(crate) connect: ConnectArgs,
+    /// Prune tombstones older than this: a number with a unit, s, m, h or d (30d, 12h).
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub(crate) older_than: std::time::Duration,
+    /// Count what would be pruned; delete nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `30d`, `12h`, `90m`, `3600s`: an age with its unit.
+fn parse_age(s: &str) -> Result<std::time::Duration, String> {
+    let bad = || format!("`{s}` is no age: a whole number with a unit s, m, h or d (30d, 12h)");
+    let unit = match s.chars().last() {
+        Some('s') => 1,
+        Some('m') => 60,
+        Some('h') => 3_600,
+        Some('d') => 86_400,
+        _ => return Err(bad()),
+    };
+    let n: u64 = s[..s.len() - 1].parse().map_err(|_| bad())?;
+    n.checked_mul(unit)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(bad)
 }
 
 /// Where the collection is: the connection string from --uri or MONGODB_URI.

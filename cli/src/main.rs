@@ -9,6 +9,7 @@ mod id;
 mod ingest;
 mod output;
 mod server;
+mod tombstones;
 mod values;
 
 use std::io::Write;
@@ -39,12 +40,14 @@ fn main() -> ExitCode {
     let secret = match &cli.command {
         Command::Audit(a) => server::password(&a.connect.uri).map(str::to_string),
         Command::Ingest(a) => server::password(&a.connect.uri).map(str::to_string),
+        Command::PruneTombstones(a) => server::password(&a.connect.uri).map(str::to_string),
         Command::Id(_) => None,
     };
     let result = match cli.command {
         Command::Id(args) => id::id(args).map_err(Failure::from),
         Command::Audit(args) => audit::audit(args).map_err(Failure::from),
         Command::Ingest(args) => ingest::ingest(args),
+        Command::PruneTombstones(args) => tombstones::prune(args),
     };
     match result {
         Ok(code) => code,

@@ -1150,3 +1150,84 @@ async fn insert_update_and_upsert_modes_and_delete_refused() {
     assert_input_error(&out, "--delete-when");
     assert!(String::from_utf8_lossy(&out.stderr).contains("delete mode"));
 }
+
+/// Change-data-capture deletions with a version leave tombstones, so a replay of an older
+/// version is stale; `prune-tombstones` deletes the tombstones older than its age (a dry run
+/// counts them first), after which the same replay creates the document again.
+#[tokio::test]
+async fn versioned_deletions_leave_tombstones_that_prune_tombstones_deletes() {
+    let name = "nk_cli_prune_tombstones";
+    database(name).await;
+    let version = [
+        "--json",
+        "--version-field",
+        "rev:ms",
+        "--delete-when",
+        "__deleted",
+    ];
+    let first: String = (0..4).map(|i| rev_line(&format!("p{i}"), 1, "b")).collect();
+    assert_eq!(
+        ingest(name, "posts", &file("t1.ndjson", &first), &version)
+            .status
+            .code(),
+        Some(0)
+    );
+    let gone: String = (0..2)
+        .map(|i| {
+            let post = serde_json::json!({
+                "slug": format!("p{i}"), "lang": "en", "published_at": TS, "rev": 2,
+                "__deleted": true,
+            });
+            format!("{post}\n")
+        })
+        .collect();
+    let out = ingest(name, "posts", &file("t2.ndjson", &gone), &version);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replay = ingest(name, "posts", &file("t1.ndjson", &first), &version);
+    let s = summary(&replay);
+    assert_eq!(
+        counts(&s, &["stale", "unchanged"]),
+        [Some(2), Some(2)],
+        "{s}"
+    );
+
+    let prune = |extra: &[&str]| {
+        bin()
+            .args([
+                "prune-tombstones",
+                "--uri",
+                &uri(),
+                "--db",
+                name,
+                "--collection",
+                "posts",
+            ])
+            .args(extra)
+            .output()
+            .expect("run natural-key prune-tombstones")
+    };
+    let young = summary(&prune(&["--older-than", "1h", "--json"]));
+    assert_eq!(young["pruned"], 0, "{young}");
+    let plan = summary(&prune(&["--older-than", "0s", "--dry-run", "--json"]));
+    assert_eq!(
+        (plan["pruned"].as_u64(), plan["dry_run"].as_bool()),
+        (Some(2), Some(true))
+    );
+    let done = prune(&["--older-than", "0s"]);
+    assert_eq!(done.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&done.stdout);
+    assert!(text.contains("pruned 2 tombstones"), "{text}");
+    let bad = prune(&["--older-than", "30x"]);
+    assert_input_error(&bad, "30x");
+    let again = summary(&ingest(name, "posts", &file("t1.ndjson", &first), &version));
+    assert_eq!(
+        counts(&again, &["inserted", "unchanged"]),
+        [Some(2), Some(2)],
+        "{again}"
+    );
+}

@@ -78,7 +78,9 @@ pub use write::mode::WriteMode;
 /// # let _ = spec;
 /// ```
 pub mod spec {
-    pub use crate::action::{OpenSpecCollection, SpecAudit, SpecDelete, SpecPrune, SpecUpsert};
+    pub use crate::action::{
+        prune_tombstones, OpenSpecCollection, SpecAudit, SpecDelete, SpecPrune, SpecUpsert,
+    };
     pub use crate::collection::SpecCollection;
     pub use crate::error::SpecError;
     pub use crate::keyspec::{KeyField, KeyKind, KeySpec, TimestampForm, UnknownName};

@@ -25,7 +25,7 @@ pub use audit::{Audit, SpecAudit};
 pub use delete::{Delete, DeleteMany, DeleteStream, SpecDelete};
 pub use insert::{Insert, InsertMany, InsertStream};
 pub use open::{OpenCollection, OpenSpecCollection};
-pub use prune::{Prune, PruneTombstones, SpecPrune};
+pub use prune::{prune_tombstones, Prune, PruneTombstones, SpecPrune};
 pub use rekey::Rekey;
 pub use upsert::{SpecUpsert, Upsert, UpsertMany, UpsertStream};
 

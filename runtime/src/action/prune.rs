@@ -15,7 +15,7 @@ use crate::collection::{Collection, SpecCollection};
 use crate::content::ContentHash;
 use crate::error::Error;
 use crate::maintain::pruning::{prune, sync, PruneReport, SyncReport, DEFAULT_MAX_PRUNE_FRACTION};
-use crate::maintain::tombstones::{prune_tombstones, TombstoneReport};
+use crate::maintain::tombstones::{self, TombstoneReport};
 use crate::op::Target;
 use crate::outcome::BatchError;
 use crate::traits::NaturalKey;
@@ -153,13 +153,24 @@ impl<'a> IntoFuture for SpecPrune<'a> {
     }
 }
 
-/// Builder returned by [`Collection::prune_tombstones`] and
-/// [`SpecCollection::prune_tombstones`]; `.await` it.
+/// Builder returned by [`Collection::prune_tombstones`],
+/// [`SpecCollection::prune_tombstones`] and [`spec::prune_tombstones`](crate::spec::prune_tombstones);
+/// `.await` it.
 #[must_use = "a prune does nothing until awaited"]
 pub struct PruneTombstones<'a> {
-    target: &'a Target,
+    at: Where<'a>,
     older_than: std::time::Duration,
     dry_run: bool,
+}
+
+/// The collection: an opened handle's, or a driver collection's, learnt when awaited.
+enum Where<'a> {
+    Opened(&'a Target),
+    Driver {
+        client: mongodb::Client,
+        db: String,
+        name: String,
+    },
 }
 
 impl PruneTombstones<'_> {
@@ -171,7 +182,17 @@ impl<'a> IntoFuture for PruneTombstones<'a> {
     type IntoFuture = BoxFuture<'a, Self::Output>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(prune_tombstones(self.target, self.older_than, self.dry_run))
+        Box::pin(async move {
+            let detected;
+            let target = match self.at {
+                Where::Opened(t) => t,
+                Where::Driver { client, db, name } => {
+                    detected = Target::detect(&client, &db, name).await?;
+                    &detected
+                }
+            };
+            tombstones::prune_tombstones(target, self.older_than, self.dry_run).await
+        })
     }
 }
 
@@ -180,9 +201,9 @@ impl<T: Send + Sync> Collection<T> {
     /// deleting client's clock). A tombstone keeps a late write of an older version from
     /// bringing a deleted document back; keep them for longer than your pipeline can deliver
     /// a write late (its longest replay or redelivery window). Each costs one small document
-    /// (its `_id`, identity, version and time of deletion; docs/id-scheme.md, "Versions and
-    /// tombstones"). A tombstone changed since it was read (a newer version brought the
-    /// document back) is left alone.
+    /// (its `_id`, identity, version and time of deletion: 208 bytes of BSON; docs/id-scheme.md,
+    /// "Versions and tombstones"). A tombstone changed since it was read (a newer version
+    /// brought the document back) is left alone.
     ///
     /// ```no_run
     /// # use natural_key::prelude::*;
@@ -197,7 +218,7 @@ impl<T: Send + Sync> Collection<T> {
     /// ```
     pub fn prune_tombstones(&self, older_than: std::time::Duration) -> PruneTombstones<'_> {
         PruneTombstones {
-            target: &self.target,
+            at: Where::Opened(&self.target),
             older_than,
             dry_run: false,
         }
@@ -208,9 +229,37 @@ impl SpecCollection {
     /// [`Collection::prune_tombstones`] for documents described at run time.
     pub fn prune_tombstones(&self, older_than: std::time::Duration) -> PruneTombstones<'_> {
         PruneTombstones {
-            target: &self.target,
+            at: Where::Opened(&self.target),
             older_than,
             dry_run: false,
         }
+    }
+}
+
+/// [`Collection::prune_tombstones`] on a driver collection, without a type or a
+/// [`KeySpec`](crate::spec::KeySpec): tombstones carry no key fields to read
+/// (`natural-key prune-tombstones` uses it).
+///
+/// ```no_run
+/// # async fn f(db: mongodb::Database) -> Result<(), natural_key_runtime::Error> {
+/// let posts = db.collection::<bson::Document>("posts");
+/// let month = std::time::Duration::from_secs(30 * 24 * 3600);
+/// let report = natural_key_runtime::spec::prune_tombstones(&posts, month).await?;
+/// println!("{} pruned", report.pruned);
+/// # Ok(()) }
+/// ```
+pub fn prune_tombstones<C: Send + Sync>(
+    coll: &mongodb::Collection<C>,
+    older_than: std::time::Duration,
+) -> PruneTombstones<'static> {
+    let ns = coll.namespace();
+    PruneTombstones {
+        at: Where::Driver {
+            client: coll.client().clone(),
+            db: ns.db,
+            name: ns.coll,
+        },
+        older_than,
+        dry_run: false,
     }
 }
