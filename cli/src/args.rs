@@ -390,9 +390,16 @@ pub(crate) struct IngestArgs {
     /// version_conflict: two contents cannot share a version; give the new one a higher
     /// version); a line without the field, or with a value of another form, is refused as a
     /// missing key is. The version is stored in `_nk_version` too (an export's `_nk_version`
-    /// is recomputed from the field).
+    /// is recomputed from the field). With --delete-when, a deletion leaves a tombstone
+    /// (_id, identity, version, time: 208 bytes) so that a replayed older line is stale
+    /// instead of bringing the document back; `natural-key prune-tombstones` deletes old ones.
     #[arg(long, value_name = "NAME[:FORM]", value_parser = parse_timestamp_field)]
     pub(crate) version_field: Option<(String, TimestampForm)>,
+    /// A field the engine sets to its own clock whenever a line changes the stored content
+    /// (never when it is unchanged or stale), for jobs that read what changed since a time:
+    /// `{FIELD: {$gt: T}}`. A line's own value of the field (an export's) is not stored.
+    #[arg(long, value_name = "FIELD")]
+    pub(crate) changed_at: Option<String>,
     /// How a line is written, by mongoimport's names where the meaning matches (its delete
     /// mode is refused: mark deletions with --delete-when).
     #[arg(
@@ -447,9 +454,30 @@ pub(crate) struct IngestArgs {
 }
 
 impl IngestArgs {
-    /// The key spec of --key, --timestamp and --version-field.
+    /// The key spec of --key, --timestamp, --version-field and --changed-at.
     pub(crate) fn key_spec(&self) -> Result<KeySpec, String> {
-        self.spec.versioned(self.version_field.as_ref())
+        let spec = self.spec.versioned(self.version_field.as_ref())?;
+        let Some(field) = &self.changed_at else {
+            return Ok(spec);
+        };
+        let named = spec.keys().iter().any(|k| k.name() == field)
+            || spec.timestamp() == field
+            || spec.version_field() == Some(field.as_str());
+        let reserved = field.is_empty()
+            || field == "_id"
+            || field.starts_with('$')
+            || field.starts_with("_nk_")
+            || field.contains('.');
+        if named || reserved {
+            return Err(format!(
+                "--changed-at `{field}` cannot be the engine's: it is {}; name a field of its own",
+                match named {
+                    true => "a key, the timestamp or the version",
+                    false => "empty, _id, or begins with $ or _nk_, or holds a '.'",
+                }
+            ));
+        }
+        Ok(spec.changed_at(field))
     }
 
     /// The input's path; `-` is stdin.

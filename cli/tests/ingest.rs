@@ -1231,3 +1231,50 @@ async fn versioned_deletions_leave_tombstones_that_prune_tombstones_deletes() {
         "{again}"
     );
 }
+
+/// `--changed-at`: the engine stamps the field when a line changes the stored content, not
+/// when a rerun finds it unchanged; a line's own value of it is not stored; the field cannot be
+/// a key.
+#[tokio::test]
+async fn changed_at_is_stamped_by_the_engine_when_content_changes() {
+    let name = "nk_cli_changed_at";
+    let db = database(name).await;
+    let flags = ["--json", "--changed-at", "changed_at"];
+    let first = rev_line("a", 1, "one");
+    let out = ingest(name, "posts", &file("c1.ndjson", &first), &flags);
+    assert_eq!(summary(&out)["inserted"], 1);
+    let coll = db.collection::<Document>("posts");
+    let stamp = || async {
+        let d = coll.find_one(doc! {}).await.unwrap().unwrap();
+        *d.get_datetime("changed_at")
+            .unwrap_or_else(|_| panic!("stamped: {d}"))
+    };
+    let t1 = stamp().await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // An export's own value is the engine's to set: unchanged, not stored.
+    let exported = first.replace(
+        "\"body\"",
+        "\"changed_at\":{\"$date\":\"2001-01-01T00:00:00Z\"},\"body\"",
+    );
+    let out = ingest(name, "posts", &file("c2.ndjson", &exported), &flags);
+    assert_eq!(
+        summary(&out)["unchanged"],
+        1,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stamp().await, t1);
+    let edited = rev_line("a", 1, "two");
+    assert_eq!(
+        summary(&ingest(name, "posts", &file("c3.ndjson", &edited), &flags))["updated"],
+        1
+    );
+    assert!(stamp().await > t1);
+    let bad = ingest(
+        name,
+        "posts",
+        &file("c1.ndjson", &first),
+        &["--changed-at", "slug"],
+    );
+    assert_input_error(&bad, "--changed-at");
+}
