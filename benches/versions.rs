@@ -9,6 +9,7 @@
 //!   accidental re-run of yesterday's export sends.
 //!
 //! The goals (docs/performance.md, "Versions"): (v) within 1.1× of (u), (s) as cheap as (v).
+//! Last, what tombstones cost: `collStats` of (v) before and after every post is deleted.
 //! Each scenario runs once first on a client that counts commands, and checks that none of
 //! the three sends a write: the guard read decides all of it. No timing is asserted.
 //!
@@ -141,6 +142,45 @@ async fn main() {
         median(&ratios(&tv, &tu)),
         median(&ratios(&ts, &tv))
     );
+
+    // What a tombstone costs: the collection's size as the engine reports it, before and after
+    // every post is deleted (each leaving a tombstone).
+    let before = stats(&plain, "v").await;
+    let r = v.delete_many(&today).await.unwrap();
+    assert_eq!(r.deleted as usize, n, "{r:?}");
+    let after = stats(&plain, "v").await;
+    println!("| collStats of (v) | documents | size (B) | storageSize (B) | B per document |");
+    println!("|---|---|---|---|---|");
+    for (what, s) in [("live posts", before), ("their tombstones", after)] {
+        let per =
+            s.1.zip(s.0)
+                .map_or("n/a".into(), |(b, c)| format!("{:.0}", b as f64 / c as f64));
+        let show = |x: Option<i64>| x.map_or("n/a".into(), |x| x.to_string());
+        println!(
+            "| {what} | {} | {} | {} | {per} |",
+            show(s.0),
+            show(s.1),
+            show(s.2)
+        );
+    }
+}
+
+/// `count`, `size` and `storageSize` of `collStats` (`None` where the engine leaves one out).
+async fn stats(
+    db: &natural_key::mongodb::Database,
+    coll: &str,
+) -> (Option<i64>, Option<i64>, Option<i64>) {
+    let reply = db
+        .run_command(natural_key::bson::doc! {"collStats": coll})
+        .await
+        .unwrap_or_default();
+    let num = |k: &str| match reply.get(k) {
+        Some(natural_key::bson::Bson::Int32(x)) => Some(i64::from(*x)),
+        Some(natural_key::bson::Bson::Int64(x)) => Some(*x),
+        Some(natural_key::bson::Bson::Double(x)) => Some(*x as i64),
+        _ => None,
+    };
+    (num("count"), num("size"), num("storageSize"))
 }
 
 /// Every post settled as expected, and (on the counting run) no write sent.

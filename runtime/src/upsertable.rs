@@ -92,6 +92,7 @@ pub trait Upsertable: Send + Sync + Sized {
     ///     UpsertOutcome::Inserted(id) => println!("new post {id}"),
     ///     UpsertOutcome::Updated(id) => println!("edited {id}"),
     ///     UpsertOutcome::Unchanged(_) => {} // no write was sent
+    ///     other => println!("{other}"),     // stale, existed, missing: versions and modes
     /// }
     /// # Ok(()) }
     /// ```

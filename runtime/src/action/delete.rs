@@ -40,6 +40,7 @@ impl<T: NaturalKey + Send + Sync> Collection<T> {
     ///     DeleteOutcome::Deleted(id) => println!("deleted {id}"),
     ///     DeleteOutcome::NotFound(id) => println!("{id} was not stored"),
     ///     DeleteOutcome::Gone(id) => println!("{id} is gone (this call or another deleted it)"),
+    ///     other => println!("{other}"), // stale: a versioned document stored newer
     /// }
     /// # Ok(()) }
     /// ```

@@ -41,6 +41,7 @@ impl<T: NaturalKey + Send + Sync> Collection<T> {
     ///     UpsertOutcome::Inserted(id) => println!("new post {id}"),
     ///     UpsertOutcome::Updated(id) => println!("edited {id}"),
     ///     UpsertOutcome::Unchanged(_) => {} // no write was sent
+    ///     other => println!("{other}"),     // stale, existed, missing: versions and modes
     /// }
     /// # Ok(()) }
     /// ```
