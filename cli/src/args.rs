@@ -64,7 +64,7 @@ pub(crate) enum Command {
     /// Example: natural-key ingest posts.ndjson --db blog --collection posts --key slug:str
     /// --key lang:str:lowercase --timestamp published_at --reject rejects.ndjson
     #[command(after_help = INGEST_SHORT_HELP, after_long_help = INGEST_AFTER_HELP)]
-    Ingest(IngestArgs),
+    Ingest(Box<IngestArgs>),
     /// Delete the tombstones that versioned deletes (ingest --version-field with
     /// --delete-when) left longer ago than --older-than.
     ///

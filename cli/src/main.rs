@@ -46,7 +46,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Id(args) => id::id(args).map_err(Failure::from),
         Command::Audit(args) => audit::audit(args).map_err(Failure::from),
-        Command::Ingest(args) => ingest::ingest(args),
+        Command::Ingest(args) => ingest::ingest(*args),
         Command::PruneTombstones(args) => tombstones::prune(args),
     };
     match result {
