@@ -16,7 +16,10 @@
 //!   shard), median µs of `NK_CLUSTER_READS` each;
 //! * the `_id` check a sharded collection's inserts add per batch (`{_nk_identity: null, _id:
 //!   {$in: 1,000 ids}}`), median of 5;
-//! * on the cluster, the documents each worker holds (`scripts/db placement`).
+//! * on the cluster, the documents each worker holds (`scripts/db placement`);
+//! * what more writers buy: the posts split into contiguous runs among 1, 2 and 4 writers, each
+//!   a client of its own (as processes or `ingest` runs on disjoint files would be), writing at
+//!   once: a first ingest and an unchanged re-ingest, each writer count on a fresh collection.
 //!
 //! Every phase is checked by its outcome (the report's counts; the blind writer's document
 //! count), never timed against a bound.
@@ -45,6 +48,7 @@ use support::blog::{corpus, one_percent_changed, Post};
 /// An engine of the run.
 struct Engine {
     name: &'static str,
+    uri: String,
     client: Client,
     /// The cluster's `scripts/db` state dir (`None`: the single node).
     state: Option<PathBuf>,
@@ -236,6 +240,54 @@ async fn run(engine: &Engine, docs: &[Post], changed: &[Post], figures: &mut Fig
     put("read one by _id (µs)", support::median(&by_id));
 }
 
+/// The writer counts compared.
+const WRITERS: [usize; 3] = [1, 2, 4];
+
+/// `w` writers, each a client of its own writing its `w`th of the posts (a contiguous run),
+/// all at once, on a fresh collection: seconds for the first ingest and for an unchanged
+/// re-ingest.
+async fn writers(engine: &Engine, docs: &[Post], w: usize) -> [f64; 2] {
+    let name = format!("nk_bench_cluster_{}", engine.name);
+    let coll = format!("writers{w}");
+    let db = engine.client.database(&name);
+    db.collection::<Document>(&coll).drop().await.unwrap();
+    engine.shard(&name, &coll, "_nk_identity");
+    let mut parts = Vec::new();
+    for k in 0..w {
+        let client = support::plain_client(&engine.uri).await;
+        let posts = Collection::<Post>::open(&client.database(&name), &coll)
+            .await
+            .unwrap();
+        // Contiguous runs of the corpus (ids ascend with it), as disjoint files would be.
+        let part: Vec<Post> = docs
+            .chunks(docs.len().div_ceil(w))
+            .nth(k)
+            .unwrap_or(&[])
+            .to_vec();
+        parts.push((posts, part));
+    }
+    let mut times = [0.0; 2];
+    for (phase, time) in times.iter_mut().enumerate() {
+        let start = Instant::now();
+        let tasks: Vec<_> = parts
+            .iter()
+            .map(|(posts, part)| {
+                let (posts, part) = (posts.clone(), part.clone());
+                tokio::spawn(async move { posts.upsert_many(&part).await.unwrap() })
+            })
+            .collect();
+        let mut done = 0;
+        for task in tasks {
+            let r = task.await.unwrap();
+            assert_eq!(r.failures.len(), 0, "{r:?}");
+            done += if phase == 0 { r.inserted } else { r.unchanged };
+        }
+        *time = start.elapsed().as_secs_f64();
+        assert_eq!(done, docs.len() as u64, "{w} writers, phase {phase}");
+    }
+    times
+}
+
 /// The `_id` check of one insert batch of 1,000 on `db.posts` (finds nothing), median ms of 5.
 async fn id_check(engine: &Engine, docs: &[Post]) -> f64 {
     let db = engine
@@ -300,11 +352,13 @@ async fn main() {
     let engines = [
         Engine {
             name: "single",
+            uri: support::uri(),
             client: support::plain_client(&support::uri()).await,
             state: None,
         },
         Engine {
             name: "cluster",
+            uri: cluster_uri.clone(),
             client: support::plain_client(&cluster_uri).await,
             state: Some(state),
         },
@@ -315,9 +369,17 @@ async fn main() {
         let mut figures: [Figures; 2] = Default::default();
         let mut placement = None;
         let mut checks = [0.0; 2];
+        // Per engine, per writer count: first-ingest and unchanged seconds, per repetition.
+        let mut by_writers: [BTreeMap<usize, [Vec<f64>; 2]>; 2] = Default::default();
         for rep in 0..reps {
             for (k, engine) in engines.iter().enumerate() {
                 run(engine, &docs, &changed, &mut figures[k]).await;
+                for w in WRITERS {
+                    let t = writers(engine, &docs, w).await;
+                    let entry = by_writers[k].entry(w).or_default();
+                    entry[0].push(t[0]);
+                    entry[1].push(t[1]);
+                }
                 if rep == 0 {
                     checks[k] = id_check(engine, &docs).await;
                     placement = placement.or_else(|| {
@@ -375,5 +437,25 @@ async fn main() {
             "documents per worker: {}\n",
             placement.unwrap_or_else(|| "?".into())
         );
+        println!(
+            "writers on contiguous runs of the posts, each a client of its own; µs per post (and the speed-up over \
+             one writer)\n\n| writers | single: first ingest | single: unchanged | cluster: first \
+             ingest | cluster: unchanged |\n|---:|---:|---:|---:|---:|"
+        );
+        for w in WRITERS {
+            let mut row = format!("| {w} |");
+            for per_engine in &by_writers {
+                for (one, this) in per_engine[&1].iter().zip(&per_engine[&w]) {
+                    let (one, this) = (support::median(one), support::median(this));
+                    row.push_str(&format!(
+                        " {:.1} ({:.2}×) |",
+                        this * 1e6 / n as f64,
+                        one / this
+                    ));
+                }
+            }
+            println!("{row}");
+        }
+        println!();
     }
 }
