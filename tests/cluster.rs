@@ -236,3 +236,299 @@ async fn sixteen_writers_racing_one_idempotency_key_store_it_once() {
         assert_eq!(stored, 1, "round {round}");
     }
 }
+
+/// An order of a multi-tenant service: sharded on `tenant`, one of its identity keys, stored as
+/// it is, so every document of one identity holds the same `tenant` and lands on one shard.
+#[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
+struct Order {
+    #[key]
+    tenant: String,
+    #[key]
+    number: String,
+    #[key(timestamp)]
+    placed_at: i64,
+    #[natural_key(version)]
+    revision: i64,
+    status: String,
+    #[natural_key(relative)]
+    #[serde(default)]
+    paid_cents: i64,
+}
+
+fn order(tenant: usize, number: usize) -> Order {
+    Order {
+        tenant: format!("tenant-{tenant}"),
+        number: format!("{number:05}"),
+        placed_at: 1_700_000_000_000 + number as i64,
+        revision: 1,
+        status: "placed".into(),
+        paid_cents: 0,
+    }
+}
+
+/// The same, with a tenant key that is lowercased before hashing: "Acme" and "acme" are one
+/// identity stored under two values, so it cannot be the shard key.
+#[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
+struct Account {
+    #[key(lowercase)]
+    tenant: String,
+    #[key]
+    name: String,
+    #[key(timestamp)]
+    opened_at: i64,
+}
+
+/// The filter (`q`) of every statement of the `command`s sent since the last reset.
+fn filters(commands: &support::Commands, command: &str, list: &str) -> Vec<Document> {
+    commands
+        .documents(command)
+        .iter()
+        .flat_map(|c| c.get_array(list).unwrap().clone())
+        .map(|s| s.as_document().unwrap().get_document("q").unwrap().clone())
+        .collect()
+}
+
+/// Sharded on `tenant`, one of `Order`'s identity keys: `open` finds it from the engine's plans
+/// and accepts it, every update's and delete's filter carries the document's tenant (asserted
+/// on the wire), and 16 writers racing one identity with different timestamp keys leave one
+/// document every round, as on `_nk_identity`.
+#[tokio::test]
+async fn a_tenant_key_is_accepted_carried_and_guards_the_identity() {
+    if !on_cluster("tenant_key") {
+        return;
+    }
+    let (db, commands) = sharded("tenant_key", &["orders"], "tenant").await;
+    let orders = Collection::<Order>::open(&db, "orders").await.unwrap();
+    assert_eq!(orders.shard_key(), Some("tenant"));
+
+    let all: Vec<Order> = (0..120).map(|n| order(n % 6, n)).collect();
+    let report = orders.upsert_many(&all).await.unwrap();
+    assert_eq!(report.inserted, 120);
+    commands.reset();
+    let again = orders.upsert_many(&all).await.unwrap();
+    assert_eq!(again.unchanged, 120);
+    assert_eq!(commands.writes(), 0, "unchanged: nothing sent");
+
+    let mut edited = all[7].clone();
+    (edited.status, edited.revision) = ("shipped".into(), 2);
+    commands.reset();
+    assert!(matches!(
+        orders.upsert(&edited).await.unwrap(),
+        UpsertOutcome::Updated(_)
+    ));
+    for q in filters(&commands, "update", "updates") {
+        assert_eq!(
+            q.get_str("tenant"),
+            Ok(edited.tenant.as_str()),
+            "filter {q}"
+        );
+    }
+    commands.reset();
+    assert!(matches!(
+        orders.delete(&edited).await.unwrap(),
+        natural_key::DeleteOutcome::Deleted(_)
+    ));
+    let written: Vec<Document> = [("update", "updates"), ("delete", "deletes")]
+        .iter()
+        .flat_map(|(c, l)| filters(&commands, c, l))
+        .collect();
+    assert!(!written.is_empty());
+    for q in written {
+        assert_eq!(
+            q.get_str("tenant"),
+            Ok(edited.tenant.as_str()),
+            "filter {q}"
+        );
+    }
+
+    for round in 0..10 {
+        let number = format!("raced-{round}");
+        let mut tasks = Vec::new();
+        for w in 0..16 {
+            let o = Order {
+                tenant: format!("tenant-{}", round % 3),
+                number: number.clone(),
+                placed_at: 1_700_000_000_000 + w,
+                ..order(0, 0)
+            };
+            let orders = orders.clone();
+            tasks.push(tokio::spawn(async move {
+                orders.upsert(&o).retry(RetryPolicy::default()).await
+            }));
+        }
+        let (mut inserted, mut refused) = (0, 0);
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(UpsertOutcome::Inserted(_)) => inserted += 1,
+                Err(Error::ImmutableKeyChanged { .. }) => refused += 1,
+                other => panic!("round {round}: {other:?}"),
+            }
+        }
+        assert_eq!((inserted, refused), (1, 15), "round {round}");
+        assert_eq!(count(&db, "orders", doc! { "number": &number }).await, 1);
+    }
+}
+
+/// Still refused at `open`, before anything is written: a shard key that is not part of the
+/// identity (the timestamp key, a field of the content), and an identity key whose stored value
+/// the identity does not determine (lowercased: "Acme" and "acme" are one identity on two
+/// shards). The refusal names the keys the type could be sharded on.
+#[tokio::test]
+async fn a_shard_key_outside_the_identity_is_still_refused() {
+    if !on_cluster("tenant_refused") {
+        return;
+    }
+    let (db, commands) = sharded("tenant_refused", &["by_time"], "placed_at").await;
+    shard(&db, "by_status", "status");
+    shard(&db, "accounts", "tenant");
+    commands.reset();
+    for coll in ["by_time", "by_status"] {
+        let e = Collection::<Order>::open(&db, coll).await.unwrap_err();
+        assert!(
+            matches!(e, Error::ShardKeyUnsupported { .. }),
+            "{coll}: {e}"
+        );
+        assert!(e.to_string().contains("`tenant`, `number`"), "{e}");
+    }
+    let e = Collection::<Account>::open(&db, "accounts")
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::ShardKeyUnsupported { .. }), "{e}");
+    assert!(!e.to_string().contains("`tenant`"), "{e}");
+    assert_eq!(commands.writes(), 0, "nothing written");
+    assert_eq!(commands.count("createIndexes"), 0, "no index created");
+}
+
+/// The lifecycle on a collection sharded on `tenant`: other code's copies adopted onto their
+/// derived ids (each stays on its tenant's shard), a relative update applied once, a timestamp
+/// key corrected by `rekey`, a versioned delete whose tombstone stays on the tenant's shard and
+/// turns a late older write away, the tombstone pruned, and a tenant change, which is a new
+/// identity: the document is deleted under the old tenant and written under the new one.
+#[tokio::test]
+async fn audit_adopt_apply_rekey_delete_and_prune_hold_on_tenant_shards() {
+    if !on_cluster("tenant_lifecycle") {
+        return;
+    }
+    let (db, _) = sharded("tenant_lifecycle", &["orders"], "tenant").await;
+    let raw = db.collection::<Document>("orders");
+    // Other code's documents: ObjectId `_id`s, one order stored twice.
+    let legacy: Vec<Order> = (0..9).map(|n| order(n % 3, n)).collect();
+    let mut docs: Vec<Document> = legacy
+        .iter()
+        .map(|o| natural_key::bson::to_document(o).unwrap())
+        .collect();
+    docs.push(docs[4].clone());
+    raw.insert_many(docs).await.unwrap();
+
+    let orders = Collection::<Order>::open(&db, "orders").await.unwrap();
+    assert_eq!(orders.shard_key(), Some("tenant"));
+    let audit = orders.audit().await.unwrap();
+    assert_eq!(audit.legacy.count, 10, "{audit:?}");
+    orders.adopt().await.unwrap();
+    assert!(orders.audit().await.unwrap().is_clean());
+    assert_eq!(count(&db, "orders", doc! {}).await, 9);
+    for o in &legacy {
+        assert_eq!(orders.get(o.id().unwrap()).await.unwrap().as_ref(), Some(o));
+    }
+
+    let paid = legacy[2].id().unwrap();
+    let op = || natural_key::OpId::new("payment-1", 1_764_000_000_000_i64);
+    let pay = || natural_key::Change::new().inc("paid_cents", 500);
+    let first = orders.apply(paid, op(), pay()).await.unwrap();
+    assert_eq!(first, natural_key::ApplyOutcome::Applied);
+    let retried = orders.apply(paid, op(), pay()).await.unwrap();
+    assert_eq!(retried, natural_key::ApplyOutcome::AlreadyApplied);
+    assert_eq!(orders.get(paid).await.unwrap().unwrap().paid_cents, 500);
+
+    let wrong = legacy[5].clone();
+    let corrected = Order {
+        placed_at: wrong.placed_at - 86_400_000,
+        ..wrong.clone()
+    };
+    let moved = orders.rekey(&corrected).await.unwrap();
+    assert!(
+        matches!(moved, natural_key::RekeyOutcome::Moved { .. }),
+        "{moved}"
+    );
+    assert_eq!(orders.get(wrong.id().unwrap()).await.unwrap(), None);
+    assert_eq!(
+        orders.get(corrected.id().unwrap()).await.unwrap(),
+        Some(corrected.clone())
+    );
+
+    // A tenant change is a new identity: deleted under the old tenant, written under the new.
+    let old = legacy[1].clone();
+    let deleted = orders.delete(&old).await.unwrap();
+    assert_eq!(
+        deleted,
+        natural_key::DeleteOutcome::Deleted(old.id().unwrap())
+    );
+    let tombstone = raw
+        .find_one(doc! {"_id": old.id().unwrap().to_string()})
+        .await
+        .unwrap()
+        .expect("a tombstone");
+    assert_eq!(tombstone.get_str("tenant"), Ok(old.tenant.as_str()));
+    let late = orders.upsert(&old).await.unwrap();
+    assert!(matches!(late, UpsertOutcome::Stale(_)), "{late:?}");
+    let moved_tenant = Order {
+        tenant: "tenant-9".into(),
+        revision: 2,
+        ..old.clone()
+    };
+    let written = orders.upsert(&moved_tenant).await.unwrap();
+    assert!(matches!(written, UpsertOutcome::Inserted(_)), "{written:?}");
+
+    let pruned = orders
+        .prune_tombstones(std::time::Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(pruned.pruned, 1);
+    assert_eq!(
+        count(
+            &db,
+            "orders",
+            doc! {"tenant": &old.tenant, "number": &old.number}
+        )
+        .await,
+        0
+    );
+    assert_eq!(count(&db, "orders", doc! {"tenant": "tenant-9"}).await, 1);
+    assert!(orders.audit().await.unwrap().is_clean());
+}
+
+/// The derive lists the identity keys a collection may be sharded on: stored as they are, one
+/// stored value per identity (no engine needed).
+#[test]
+fn the_keys_a_type_may_be_sharded_on() {
+    use natural_key::__private::Indexes;
+
+    #[derive(NaturalKey, Serialize, Deserialize)]
+    struct Mixed {
+        #[key]
+        tenant: String,
+        #[key(lowercase)]
+        name: String,
+        #[key]
+        #[serde(rename = "n")]
+        number: u64,
+        #[key]
+        #[serde(skip_serializing_if = "String::is_empty")]
+        note: String,
+        #[key(timestamp)]
+        at: i64,
+        body: String,
+    }
+    #[derive(NaturalKey, Serialize, Deserialize)]
+    #[natural_key(scheme = "joined", separator = ":")]
+    struct Joined {
+        #[key]
+        tenant: String,
+        #[key(timestamp)]
+        at: i64,
+    }
+    assert_eq!(Mixed::__shard_key_fields(), ["tenant", "n"]);
+    assert_eq!(Order::__shard_key_fields(), ["tenant", "number"]);
+    assert!(Joined::__shard_key_fields().is_empty());
+    assert!(<Payment as Indexes>::__shard_key_fields().is_empty());
+}

@@ -253,6 +253,8 @@ pub struct SerdeField {
     /// `skip_serializing`, `skip_serializing_if`, `serialize_with`, `with`, `flatten`,
     /// `getter`): the type is hashed v2.
     pub reshapes: bool,
+    /// `serialize_with`, `with` or `getter`: stored as code of the user's writes it.
+    pub custom: bool,
 }
 
 impl SerdeField {
@@ -280,6 +282,7 @@ impl SerdeField {
                 .any(|n| path.is_ident(n))
             {
                 out.reshapes = true;
+                out.custom = true;
                 skip(meta)?;
             } else {
                 skip(meta)?;

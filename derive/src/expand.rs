@@ -25,6 +25,7 @@ pub fn natural_key(input: &Container) -> TokenStream {
     };
 
     let key_parts = key_parts(input, &p);
+    let shard_key_fields = shard_key_fields(input);
     let (ts_name, ts_millis) = timestamp_millis(input, &krate);
 
     let content = content_hash(input, &p, &krate);
@@ -74,6 +75,9 @@ pub fn natural_key(input: &Container) -> TokenStream {
             fn index_models() -> #p::Vec<#p::IndexModel> {
                 ::std::vec![#p::identity_index()]
             }
+            fn __shard_key_fields() -> &'static [&'static str] {
+                &[#(#shard_key_fields),*]
+            }
         }
 
         #upsertable
@@ -99,6 +103,28 @@ fn key_parts(input: &Container, p: &TokenStream) -> Vec<TokenStream> {
         })
     });
     parts.collect()
+}
+
+/// The stored names of the identity key fields whose stored value the identity determines, which
+/// a collection may be sharded on (a tenant id): no normalization (`lowercase` and `nfc` map
+/// several stored values to one key), stored as serde stores the field by itself (not skipped,
+/// flattened, conditional or written by custom code), under the default scheme (the joined one
+/// makes key values ambiguous across its separator).
+fn shard_key_fields(input: &Container) -> Vec<String> {
+    if !matches!(input.scheme(), Scheme::Default { .. }) {
+        return Vec::new();
+    }
+    input
+        .fields()
+        .iter()
+        .filter(|f| {
+            let serde = &f.attrs.serde;
+            f.identity_key()
+                .is_some_and(|k| !k.lowercase && !k.nfc && serde.stored_if.is_none())
+                && !serde.custom
+        })
+        .filter_map(|f| input.stored_name(f))
+        .collect()
 }
 
 /// The timestamp key's name, and the expression of its Unix milliseconds (spanned at its

@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::keyspec::KeySpec;
 use crate::names::{DELETED_FIELD, IDEMPOTENCY_FIELD, IDENTITY_FIELD};
 use crate::op::answer::{classify, index_over_duplicates, DUPLICATE_KEY_CODE, INTERNAL_ERROR};
-use crate::op::{self, IndexInfo, Placement, Target};
+use crate::op::{self, IndexInfo, Placement, ShardKey, Target};
 use crate::retry::RetryPolicy;
 use crate::stored::struct_fields;
 use crate::traits::{IndexSpec, Indexes, NaturalKey};
@@ -70,9 +70,31 @@ impl<T: Send + Sync> Collection<T> {
         &self.target.deployment
     }
 
-    /// Whether write filters carry `_nk_identity` (the collection is sharded or partitioned).
+    /// Whether write filters carry a shard key (the collection is sharded or partitioned):
+    /// see [`shard_key`](Self::shard_key).
     pub fn is_sharded(&self) -> bool {
-        self.target.sharded
+        self.target.shard_key.is_some()
+    }
+
+    /// The field the collection is sharded on, which write filters carry: `_nk_identity`, or
+    /// one of the type's identity key fields whose stored value the identity determines (a
+    /// tenant id: a `#[key]` without `lowercase` or `nfc`, stored as it is). Found by
+    /// [`open`](Self::open) from the engine's plans, or declared with
+    /// [`OpenCollection::sharded`](crate::OpenCollection::sharded) (`_nk_identity`). `None` on
+    /// an unsharded collection.
+    ///
+    /// ```no_run
+    /// # use natural_key::prelude::*;
+    /// # #[derive(NaturalKey, Serialize, Deserialize)]
+    /// # struct Order { #[key] tenant: String, #[key] number: u64, #[key(timestamp)] placed_at: i64 }
+    /// # async fn f(db: natural_key::mongodb::Database) -> Result<(), natural_key::Error> {
+    /// // Sharded on `tenant` (one of the keys): accepted, and every write filter carries it.
+    /// let orders = natural_key::Collection::<Order>::open(&db, "orders").await?;
+    /// assert_eq!(orders.shard_key(), Some("tenant"));
+    /// # Ok(()) }
+    /// ```
+    pub fn shard_key(&self) -> Option<&'static str> {
+        self.target.shard_key.as_ref().map(ShardKey::field)
     }
 
     /// The retry policy of every write on this handle that sets none of its own
@@ -161,7 +183,14 @@ impl<T: Indexes + DeserializeOwned + Send + Sync> Collection<T> {
         sharded: Option<bool>,
         retry: RetryPolicy,
     ) -> Result<Self, Error> {
-        let target = open_target(&coll, deployment, sharded, &T::index_models()).await?;
+        let target = open_target(
+            &coll,
+            deployment,
+            sharded,
+            &T::index_models(),
+            T::__shard_key_fields(),
+        )
+        .await?;
         let fields = struct_fields::<T>();
         if fields.is_none() {
             tracing::warn!(
@@ -214,7 +243,7 @@ impl SpecCollection {
         retry: RetryPolicy,
     ) -> Result<Self, Error> {
         let indexes = [crate::traits::identity_index()];
-        let target = open_target(&coll, None, sharded, &indexes).await?;
+        let target = open_target(&coll, None, sharded, &indexes, &spec.shard_key_fields()).await?;
         Ok(SpecCollection {
             spec: Arc::new(spec),
             target,
@@ -232,9 +261,21 @@ impl SpecCollection {
         &self.spec
     }
 
-    /// Whether write filters carry `_nk_identity` (the collection is sharded or partitioned).
+    /// Whether write filters carry a shard key (the collection is sharded or partitioned):
+    /// see [`shard_key`](Self::shard_key).
     pub fn is_sharded(&self) -> bool {
-        self.target.sharded
+        self.target.shard_key.is_some()
+    }
+
+    /// The field the collection is sharded on, which write filters carry: `_nk_identity`, or
+    /// a key field whose stored value the identity determines (a tenant id: a
+    /// text key without normalization, a boolean or an ObjectId; not optional). Found by
+    /// [`KeySpec::open`] from the engine's plans, or declared with
+    /// [`OpenSpecCollection::sharded`](crate::spec::OpenSpecCollection::sharded)
+    /// (`_nk_identity`). `None` on an unsharded collection.
+    ///
+    pub fn shard_key(&self) -> Option<&'static str> {
+        self.target.shard_key.as_ref().map(ShardKey::field)
     }
 
     /// The retry policy of every write on this handle that sets none of its own
@@ -279,6 +320,7 @@ async fn open_target<C: Send + Sync>(
     deployment: Option<Deployment>,
     sharded: Option<bool>,
     indexes: &[IndexSpec],
+    shard_fields: &[&'static str],
 ) -> Result<Target, Error> {
     let deployment = match deployment {
         Some(d) => d,
@@ -294,9 +336,13 @@ async fn open_target<C: Send + Sync>(
     };
     let ns = coll.namespace();
     let db = coll.client().database(&ns.db);
-    let mut target = Target::new(db, ns.coll, write_concern, deployment, false);
-    let by_identity = check_shard_key(&target, indexes).await?;
-    target.sharded = sharded.unwrap_or(target.deployment.is_sharded() || by_identity);
+    let mut target = Target::new(db, ns.coll, write_concern, deployment, None);
+    let found = check_shard_key(&target, indexes, shard_fields).await?;
+    target.shard_key = match sharded {
+        Some(false) => None,
+        Some(true) => Some(found.unwrap_or(ShardKey::Identity)),
+        None => found.or(target.deployment.is_sharded().then_some(ShardKey::Identity)),
+    };
     for spec in indexes {
         ensure_index(&target, spec).await?;
     }
@@ -305,16 +351,21 @@ async fn open_target<C: Send + Sync>(
 
 /// Whether the engine can enforce the unique `indexes` a type relies on, as far as its plans
 /// tell (`op::placement`): refused with [`Error::ShardKeyUnsupported`] before anything is
-/// written when the collection is sharded on a key under which it cannot. `Ok(true)` when the
-/// shard key is `_nk_identity` and the type is a `NaturalKey` one: its write filters carry it,
-/// so that each write goes to the one shard that holds the document.
+/// written when the collection is sharded on a key under which it cannot. The shard key
+/// write filters carry where the plans name one a `NaturalKey` type can live with.
 ///
-/// A `NaturalKey` type needs `_nk_identity` as the shard key: documents of one identity (a
-/// fork has two `_id`s) then share a shard, and `_id` is derived from the identity. An event
-/// type needs `_nk_idempotency` when it has an idempotency key (a resent request has a new
-/// `_id` and the same key), `_id` otherwise; `_nk_identity`, which events do not store, keeps
-/// them all on one shard, which is safe too.
-async fn check_shard_key(target: &Target, indexes: &[IndexSpec]) -> Result<bool, Error> {
+/// A `NaturalKey` type needs documents of one identity (a fork has two `_id`s) on one shard,
+/// since the engine enforces a unique index only among documents of one shard-key value:
+/// sharded on `_nk_identity`, or on one of `shard_fields`, the identity key fields whose stored
+/// value the identity determines (a tenant id). An event type needs `_nk_idempotency` when it
+/// has an idempotency key (a resent request has a new `_id` and the same key), `_id`
+/// otherwise; `_nk_identity`, which events do not store, keeps them all on one shard, which is
+/// safe too.
+async fn check_shard_key(
+    target: &Target,
+    indexes: &[IndexSpec],
+    shard_fields: &[&'static str],
+) -> Result<Option<ShardKey>, Error> {
     let needed = [IDENTITY_FIELD, IDEMPOTENCY_FIELD]
         .into_iter()
         .find(|f| indexes.iter().any(|ix| ix.field == *f))
@@ -322,11 +373,16 @@ async fn check_shard_key(target: &Target, indexes: &[IndexSpec]) -> Result<bool,
     let mut probes = vec![needed];
     if needed != IDENTITY_FIELD {
         probes.push(IDENTITY_FIELD);
+    } else {
+        probes.extend(shard_fields);
     }
     match op::placement(target, &probes).await? {
-        Placement::Sharded { by: Some(f), .. } => {
-            Ok(f == IDENTITY_FIELD && needed == IDENTITY_FIELD)
-        }
+        Placement::Sharded { by: Some(_), .. } if needed != IDENTITY_FIELD => Ok(None),
+        Placement::Sharded {
+            by: Some(IDENTITY_FIELD),
+            ..
+        } => Ok(Some(ShardKey::Identity)),
+        Placement::Sharded { by: Some(f), .. } => Ok(Some(ShardKey::KeyField(f))),
         Placement::Sharded { shards, by: None } => Err(Error::ShardKeyUnsupported {
             collection: target.namespace.clone(),
             shard_key: format!(
@@ -335,12 +391,12 @@ async fn check_shard_key(target: &Target, indexes: &[IndexSpec]) -> Result<bool,
                     .iter()
                     .map(|p| format!("`{p}`"))
                     .collect::<Vec<_>>()
-                    .join(" and "),
-                if probes.len() > 1 { "either" } else { "it" },
+                    .join(", "),
+                if probes.len() > 1 { "each" } else { "it" },
             ),
             needed: needed.to_string(),
         }),
-        Placement::Single | Placement::Unknown => Ok(false),
+        Placement::Single | Placement::Unknown => Ok(None),
     }
 }
 

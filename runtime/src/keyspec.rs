@@ -268,6 +268,23 @@ impl KeySpec {
         self
     }
 
+    /// The identity key fields a collection of these documents may be sharded on: those whose
+    /// stored value the identity determines. A text key without normalization, a boolean and
+    /// an ObjectId, under the default scheme; not an integer (int32 and int64 give one key and
+    /// two stored values), a UUID or bytes (two stored forms each), an optional key (absent and
+    /// `null`), nor any key of the joined scheme (its separator makes values ambiguous).
+    pub(crate) fn shard_key_fields(&self) -> Vec<&'static str> {
+        if !matches!(self.scheme, Scheme::Default { .. }) {
+            return Vec::new();
+        }
+        self.keys
+            .iter()
+            .filter(|k| !k.optional && k.normalize == Normalize::NONE)
+            .filter(|k| matches!(k.kind, KeyKind::Str | KeyKind::Bool | KeyKind::ObjectId))
+            .map(|k| k.name)
+            .collect()
+    }
+
     /// Reads the timestamp in this form only (default [`TimestampForm::Any`]).
     pub fn timestamp_form(mut self, form: TimestampForm) -> Self {
         self.form = form;
@@ -561,6 +578,27 @@ fn type_name(v: &RawBsonRef<'_>) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The keys a collection may be sharded on: those one stored value per identity.
+    #[test]
+    fn a_spec_may_be_sharded_on_the_keys_whose_stored_value_the_identity_determines() {
+        let keys = |scheme| {
+            KeySpec::new(scheme, "at")
+                .key(KeyField::new("tenant", KeyKind::Str))
+                .key(KeyField::new("name", KeyKind::Str).lowercase())
+                .key(KeyField::new("region", KeyKind::Str).optional())
+                .key(KeyField::new("number", KeyKind::Int))
+                .key(KeyField::new("live", KeyKind::Bool))
+                .key(KeyField::new("owner", KeyKind::ObjectId))
+                .key(KeyField::new("ref", KeyKind::Uuid))
+                .shard_key_fields()
+        };
+        assert_eq!(
+            keys(Scheme::Default { namespace: "" }),
+            ["tenant", "live", "owner"]
+        );
+        assert!(keys(Scheme::Joined { separator: ":" }).is_empty());
+    }
 
     #[test]
     fn rfc3339_agrees_with_bson_on_instants_after_the_epoch() {

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use bson::{doc, RawDocument, RawDocumentBuf};
+use bson::{doc, Bson, Document, RawBson, RawDocument, RawDocumentBuf};
 use ulid::Ulid;
 
 use crate::content::{canonical_hash, ContentHash};
@@ -144,9 +144,18 @@ impl Prepared {
     /// The tombstone a delete at `version` leaves of the document `id`/`identity`: no body,
     /// no content hash; the time of deletion by the client's clock, for pruning by age (an
     /// insert cannot take the engine's).
-    pub(crate) fn tombstone(id: Ulid, identity: ContentHash, version: i64) -> Self {
+    pub(crate) fn tombstone(
+        id: Ulid,
+        identity: ContentHash,
+        version: i64,
+        shard: Option<&(&'static str, RawBson)>,
+    ) -> Self {
         let identity = identity.to_string();
         let mut body = RawDocumentBuf::new();
+        // Sharded on a key field, the tombstone stays on the document's shard.
+        if let Some((key, value)) = shard {
+            body.append(*key, value.clone());
+        }
         body.append(IDENTITY_FIELD, identity.as_str());
         body.append(VERSION_FIELD, version);
         body.append(DELETED_FIELD, bson::DateTime::now());
@@ -458,16 +467,26 @@ pub(crate) struct PreparedDelete {
 }
 
 impl PreparedDelete {
-    /// `version`: the deleted document's version, for a versioned type.
+    /// `version`: the deleted document's version, for a versioned type. `shard`: the stored
+    /// value of the key field the collection is sharded on, if it is (a tenant id), which the
+    /// statement and the tombstone carry.
     pub(crate) fn new(
         id: Ulid,
         identity: ContentHash,
         version: Option<i64>,
+        shard: Option<(&'static str, RawBson)>,
     ) -> Result<Self, Error> {
         let id_text = id.to_string();
-        let tombstone = version.map(|v| Prepared::tombstone(id, identity, v));
+        let tombstone = version.map(|v| Prepared::tombstone(id, identity, v, shard.as_ref()));
         let identity = identity.to_string();
-        let statement = delete_one(doc! { "_id": &id_text, IDENTITY_FIELD: &identity })?;
+        let mut q = doc! { "_id": &id_text, IDENTITY_FIELD: &identity };
+        if let Some((key, value)) = shard {
+            q.insert(
+                key,
+                Bson::try_from(value).map_err(Error::serialize::<Document>)?,
+            );
+        }
+        let statement = delete_one(q)?;
         Ok(PreparedDelete {
             id,
             id_text,

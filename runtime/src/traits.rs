@@ -144,6 +144,13 @@ pub trait RandomId: Indexes + Serialize {
 #[doc(hidden)]
 pub trait Indexes {
     fn index_models() -> Vec<IndexSpec>;
+
+    /// The stored names of the identity key fields a collection may be sharded on: those whose
+    /// stored value the identity determines (no normalization, stored as they are, under the
+    /// default scheme), so every document of one identity lands on one shard.
+    fn __shard_key_fields() -> &'static [&'static str] {
+        &[]
+    }
 }
 
 /// A unique index natural-key relies on: one field, ascending, over every document that

@@ -113,7 +113,7 @@ impl<'a, T: NaturalKey + Send + Sync> IntoFuture for Delete<'a, T> {
         Box::pin(
             async move {
                 let mut writer = DeleteWriter::new(coll.on(), self.session);
-                let prepared = self.doc.prepare_delete(&());
+                let prepared = self.doc.prepare_delete(&(), &coll.target);
                 let ns = &coll.target.namespace;
                 single(&mut writer, prepared, self.doc, &self.retry, "delete", ns).await
             }
@@ -168,7 +168,7 @@ where
         Box::pin(
             async move {
                 let mut writer = DeleteWriter::new(on, self.session);
-                let prepare = |d: &S::Item| d.borrow().prepare_delete(on.spec);
+                let prepare = |d: &S::Item| d.borrow().prepare_delete(on.spec, on.target);
                 batch::run(
                     self.docs,
                     self.opts,

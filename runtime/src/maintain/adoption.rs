@@ -28,7 +28,7 @@ use crate::names::{
 };
 use crate::op::answer::classify;
 use crate::op::Command;
-use crate::op::{Scan, Target};
+use crate::op::{Scan, ShardKey, Target};
 use crate::traits::NaturalKey;
 use crate::write::batch::Progress;
 
@@ -170,8 +170,8 @@ where
 /// The writes of one step, in the order they must land.
 #[derive(Default)]
 struct Plan {
-    /// The collection is sharded on `_nk_identity` (see [`Plan::at`]).
-    sharded: bool,
+    /// The field the collection is sharded on (see [`Plan::at`]).
+    shard_key: Option<ShardKey>,
     /// Documents releasing the identity they hold, with the id they move to and the filter
     /// that finds them.
     releases: Vec<(Bson, Ulid, Document)>,
@@ -199,22 +199,23 @@ struct Home {
 impl Plan {
     fn on(target: &Target) -> Plan {
         Plan {
-            sharded: target.sharded,
+            shard_key: target.shard_key.clone(),
             ..Plan::default()
         }
     }
 
-    /// The filter of a statement on the document `id` as `stored`. On a collection sharded on
-    /// `_nk_identity` a statement that changes it moves the document to another shard, and
-    /// DocumentDB on Citus takes that only from a filter with the current shard key (1088
-    /// "shard key value update is only supported when filtering by the full shard key and
-    /// specifying multi:false"): the stored identity, or `null` where there is none.
+    /// The filter of a statement on the document `id` as `stored`: with the stored value of
+    /// the shard key, or `null` where there is none. On a collection sharded on `_nk_identity`
+    /// a statement that changes it moves the document to another shard, and DocumentDB on
+    /// Citus takes that only from a filter with the current shard key (1088 "shard key value
+    /// update is only supported when filtering by the full shard key and specifying
+    /// multi:false"); sharded on a key field, the filter goes to the document's shard alone.
     fn at(&self, id: Bson, stored: &RawDocumentBuf) -> Document {
         let mut q = doc! {"_id": id};
-        if self.sharded {
+        if let Some(key) = &self.shard_key {
             q.insert(
-                IDENTITY_FIELD,
-                field(stored, IDENTITY_FIELD).unwrap_or(Bson::Null),
+                key.field(),
+                field(stored, key.field()).unwrap_or(Bson::Null),
             );
         }
         q
@@ -229,10 +230,12 @@ impl Plan {
             self.homes[k].ids.push(r.id.clone());
             self.deletes.push((r.id, to));
         } else if g.at_home {
-            let s = statement(
-                doc! {"_id": to.to_string(), IDENTITY_FIELD: &identity},
-                doc! {"$addToSet": {LEGACY_IDS_FIELD: r.id.clone()}},
-            )?;
+            // The home holds this identity, so the value of a key field sharded on too.
+            let mut q = doc! {"_id": to.to_string(), IDENTITY_FIELD: &identity};
+            if let Some(ShardKey::KeyField(f)) = &self.shard_key {
+                q.insert(*f, field(&r.stored, f).unwrap_or(Bson::Null));
+            }
+            let s = statement(q, doc! {"$addToSet": {LEGACY_IDS_FIELD: r.id.clone()}})?;
             self.updates.push((to, s, false));
             self.deletes.push((r.id, to));
         } else if id_is(&r.id, to) {
@@ -468,7 +471,7 @@ async fn release(
     // single-document update: DocumentDB on Citus refuses the set-based one (`multi`) with
     // 11000 "Invalid write detected. Please validate the collection and/or shard key being
     // written to". Where `_nk_identity` is the shard key, each release is a statement of its own.
-    if !target.sharded {
+    if target.shard_key != Some(ShardKey::Identity) {
         let ids: Vec<Bson> = releases.iter().map(|(id, ..)| id.clone()).collect();
         if apply_set(target, SetOp::Release, &ids).await? == ids.len() as u64 {
             return Ok(Vec::new());

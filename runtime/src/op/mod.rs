@@ -37,6 +37,28 @@ use crate::sizing::ReadSizer;
 /// The caller's session, if it gave one; reborrowed for each command.
 pub(crate) type Session<'s> = Option<&'s mut ClientSession>;
 
+/// The field a sharded collection is distributed by, as natural-key's write filters carry it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ShardKey {
+    /// `_nk_identity`: a filter carries the document's identity.
+    Identity,
+    /// One of the type's identity key fields (a tenant id), under its stored name: a filter
+    /// carries the document's stored value of it. Every document of one identity holds the
+    /// same value (`Indexes::__shard_key_fields`), so the engine's unique indexes, enforced
+    /// per shard-key value, hold globally.
+    KeyField(&'static str),
+}
+
+impl ShardKey {
+    /// The stored field's name.
+    pub(crate) fn field(&self) -> &'static str {
+        match self {
+            ShardKey::Identity => crate::names::IDENTITY_FIELD,
+            ShardKey::KeyField(f) => f,
+        }
+    }
+}
+
 /// Where a handle's commands go and how they are sent.
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
@@ -47,19 +69,50 @@ pub(crate) struct Target {
     /// The collection's write concern as a command field, serialized once.
     pub(crate) write_concern: Option<RawDocumentBuf>,
     pub(crate) deployment: Deployment,
-    /// Every write filter carries `_nk_identity` (the collection is sharded or partitioned).
-    pub(crate) sharded: bool,
+    /// What every write filter carries so that the engine routes it to the document's shard;
+    /// `None` on an unsharded collection.
+    pub(crate) shard_key: Option<ShardKey>,
     /// The guard reads' size, measured; shared by the handle's clones.
     pub(crate) reads: Arc<ReadSizer>,
 }
 
 impl Target {
+    /// The shard-key condition of a write filter on one document, so that the engine routes
+    /// the write to its shard: `identity` on a collection sharded on `_nk_identity`, else the
+    /// key field's value in `stored` (the document's stored fields). `null` for a value the
+    /// document lacks: where the engine places such a document. `None` when unsharded.
+    pub(crate) fn shard_condition(
+        &self,
+        identity: Option<&str>,
+        stored: &bson::RawDocument,
+    ) -> Option<(&'static str, bson::RawBson)> {
+        let key = self.shard_key.as_ref()?;
+        let value = match key {
+            ShardKey::Identity => identity.map(|i| bson::RawBson::String(i.to_string())),
+            ShardKey::KeyField(f) => stored.get(f).ok().flatten().map(|v| v.to_raw_bson()),
+        };
+        Some((key.field(), value.unwrap_or(bson::RawBson::Null)))
+    }
+
+    /// The key field this collection is sharded on and its value in `stored` (a delete by key
+    /// carries it); `None` unless sharded on a key field. `stored` is asked only then.
+    pub(crate) fn key_field_condition(
+        &self,
+        stored: impl FnOnce() -> Result<bson::RawDocumentBuf, crate::error::Error>,
+    ) -> Result<Option<(&'static str, bson::RawBson)>, crate::error::Error> {
+        let Some(ShardKey::KeyField(_)) = &self.shard_key else {
+            return Ok(None);
+        };
+        let stored = stored()?;
+        Ok(self.shard_condition(None, &stored))
+    }
+
     pub(crate) fn new(
         db: Database,
         name: String,
         write_concern: Option<RawDocumentBuf>,
         deployment: Deployment,
-        sharded: bool,
+        shard_key: Option<ShardKey>,
     ) -> Self {
         let limits = deployment.limits();
         Target {
@@ -67,7 +120,7 @@ impl Target {
             db,
             name,
             write_concern,
-            sharded,
+            shard_key,
             reads: Arc::new(ReadSizer::new(
                 limits.min_read_identities,
                 limits.max_read_identities,
@@ -85,13 +138,13 @@ impl Target {
         name: String,
     ) -> Result<Target, crate::error::Error> {
         let deployment = Deployment::detect(client).await?;
-        let sharded = deployment.is_sharded();
+        let shard_key = deployment.is_sharded().then_some(ShardKey::Identity);
         Ok(Target::new(
             client.database(db),
             name,
             None,
             deployment,
-            sharded,
+            shard_key,
         ))
     }
 

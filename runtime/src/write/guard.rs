@@ -290,7 +290,7 @@ pub(crate) async fn upsert_batch(
                 unstamped[o] = !items[o].tombstone;
             }
         }
-        if call.target.sharded && !inserts.is_empty() {
+        if call.target.shard_key.is_some() && !inserts.is_empty() {
             let now = session.as_deref_mut();
             take_foreign_ids(call.target, &mut state, &mut inserts, tries, now).await?;
         }
@@ -338,8 +338,8 @@ async fn stamp(
         let p = items[i];
         let mut q = RawDocumentBuf::new();
         q.append("_id", p.id_text.as_str());
-        if target.sharded {
-            q.append(IDENTITY_FIELD, p.identity.as_str());
+        if let Some((key, value)) = target.shard_condition(Some(&p.identity), &p.body) {
+            q.append(key, value);
         }
         q.append(WRITE_FIELD, token);
         let mut now = RawDocumentBuf::new();
@@ -782,12 +782,10 @@ fn update_filter(
 ) -> Result<RawDocumentBuf, Error> {
     let mut filter = RawDocumentBuf::new();
     filter.append("_id", p.id_text.as_str());
-    if call.target.sharded {
-        match stored_hash {
-            // Adopting a document without identity: it is where a null shard key routes.
-            None => filter.append(IDENTITY_FIELD, RawBson::Null),
-            Some(_) => filter.append(IDENTITY_FIELD, p.identity.as_str()),
-        }
+    // Adopting a document without identity (no stored hash): where a null identity routes.
+    let identity = stored_hash.as_ref().map(|_| p.identity.as_str());
+    if let Some((key, value)) = call.target.shard_condition(identity, &p.body) {
+        filter.append(key, value);
     }
     let atomic = call.target.deployment.atomic_update_filters();
     if let Some(hash) =
@@ -1191,7 +1189,7 @@ mod tests {
             "c".into(),
             Some(bson::rawdoc! {"w": "majority"}),
             crate::Deployment::from_replies(&hello, None),
-            false,
+            None,
         );
         (rt, t)
     }
@@ -1202,7 +1200,7 @@ mod tests {
         #[test]
         fn no_command_carries_a_name_twice(extra in extra(), sharded: bool, hash: bool) {
             let (_rt, mut t) = target();
-            t.sharded = sharded;
+            t.shard_key = sharded.then_some(crate::op::ShardKey::Identity);
             let doc = Doc { key: "k".into(), at: 1_700_000_000_000, extra };
             let ok = acceptable(&doc.extra, &["key", "at"], None);
             let p = match Prepared::of(&doc, &t) {

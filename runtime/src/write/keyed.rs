@@ -42,7 +42,11 @@ pub(crate) mod sealed {
         fn prepare(&self, spec: &Self::Spec, target: &Target) -> Result<Prepared, Error>;
         /// What a delete by key sends: the id and identity, from the key fields alone, and the
         /// version of a versioned document.
-        fn prepare_delete(&self, spec: &Self::Spec) -> Result<PreparedDelete, Error>;
+        fn prepare_delete(
+            &self,
+            spec: &Self::Spec,
+            target: &Target,
+        ) -> Result<PreparedDelete, Error>;
         /// Its key values as text, for a fork's error (built only when one is reported).
         fn describe(&self, spec: &Self::Spec) -> String;
         /// Another content hash that counts as this content (docs/id-scheme.md): a v2 type's
@@ -62,9 +66,12 @@ impl<T: NaturalKey + Send + Sync> sealed::Prepare for T {
         Prepared::of(self, target)
     }
 
-    fn prepare_delete(&self, _: &()) -> Result<PreparedDelete, Error> {
+    fn prepare_delete(&self, _: &(), target: &Target) -> Result<PreparedDelete, Error> {
         let (id, digest) = derive_key(self)?;
-        PreparedDelete::new(id, ContentHash(digest), self.__version()?)
+        let shard = target.key_field_condition(|| {
+            bson::to_raw_document_buf(self).map_err(Error::serialize::<T>)
+        })?;
+        PreparedDelete::new(id, ContentHash(digest), self.__version()?, shard)
     }
 
     fn describe(&self, _: &()) -> String {
@@ -87,9 +94,10 @@ impl sealed::Prepare for RawDocumentBuf {
         prepare_raw(self, spec, target)
     }
 
-    fn prepare_delete(&self, spec: &KeySpec) -> Result<PreparedDelete, Error> {
+    fn prepare_delete(&self, spec: &KeySpec, target: &Target) -> Result<PreparedDelete, Error> {
         let (id, identity) = spec.derive(self)?;
-        PreparedDelete::new(id, identity, spec.version_of(self)?)
+        let shard = target.key_field_condition(|| Ok(self.clone()))?;
+        PreparedDelete::new(id, identity, spec.version_of(self)?, shard)
     }
 
     fn describe(&self, spec: &KeySpec) -> String {

@@ -18,7 +18,7 @@ use crate::names::{
     DELETED_FIELD, IDENTITY_FIELD, OPS_FIELD, OPS_PRUNED_TO_FIELD, OP_HASH, OP_KEY, OP_TIME,
 };
 use crate::op::answer::classify;
-use crate::op::{self, Command, Session, Target};
+use crate::op::{self, Command, Session, ShardKey, Target};
 use crate::outcome::ApplyOutcome;
 use crate::retry::{within, Attempts};
 use crate::stored::name_problem;
@@ -262,16 +262,18 @@ fn not_found(target: &Target, id: Ulid) -> Error {
     }
 }
 
-/// On a sharded (or partitioned) collection every write filter carries the shard key,
-/// `_nk_identity`, as upserts' do, so that the engine can route it; an apply, given only the
-/// `_id`, reads it once first. `None` elsewhere: the filter is by `_id`.
+/// On a collection sharded (or partitioned) on `_nk_identity` every write filter carries it,
+/// as upserts' do, so that the engine can route it; an apply, given only the `_id`, reads it
+/// once first. `None` elsewhere: the filter is by `_id`. Sharded on a key field (a tenant id),
+/// an apply's statements go by `_id` to every shard, which a derived `_id` matches on one: the
+/// identity it comes from holds the tenant.
 async fn shard_key(
     target: &Target,
     id: Ulid,
     tries: &mut Attempts,
     mut session: Session<'_>,
 ) -> Result<Option<Bson>, Error> {
-    if !target.sharded {
+    if target.shard_key != Some(ShardKey::Identity) {
         return Ok(None);
     }
     loop {
