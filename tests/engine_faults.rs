@@ -29,7 +29,7 @@ mod support;
 
 use std::collections::HashMap;
 use std::future::IntoFuture;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,7 @@ use natural_key::prelude::*;
 use natural_key::{ApplyOutcome, Change, Collection, OpId, RetryPolicy};
 use support::engine::{Part, PrivateEngine};
 use support::proxy::{self, Faults, Proxy};
+use support::watch::Watch;
 
 #[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
 struct Post {
@@ -171,52 +172,6 @@ struct Killed {
     outage: f64,
 }
 
-/// What a call and its killer share.
-struct Watch {
-    /// The call's progress (documents or operations settled).
-    progress: AtomicU64,
-    /// The call has ended.
-    done: AtomicBool,
-    /// The kill points, in progress.
-    points: Vec<u64>,
-    /// Kills armed so far.
-    armed: AtomicU64,
-}
-
-impl Watch {
-    fn new(points: Vec<u64>) -> Arc<Watch> {
-        Arc::new(Watch {
-            progress: AtomicU64::new(0),
-            done: AtomicBool::new(false),
-            points,
-            armed: AtomicU64::new(0),
-        })
-    }
-
-    /// Past a kill point whose kill is not armed yet (the killer is still bringing the engine
-    /// back from the last one): the call should wait, so that the kill meets one of its
-    /// writes rather than a call that raced to its end meanwhile.
-    fn holds(&self) -> bool {
-        let progress = self.progress.load(Ordering::SeqCst);
-        let due = self.points.iter().filter(|&&p| p <= progress).count() as u64;
-        due > self.armed.load(Ordering::SeqCst) && !self.done.load(Ordering::SeqCst)
-    }
-
-    /// A batch call's progress callback: records `n`, and waits while [`holds`](Self::holds).
-    fn reached(&self, n: u64) {
-        self.progress.store(n, Ordering::SeqCst);
-        tokio::task::block_in_place(|| {
-            while self.holds() {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        });
-    }
-
-    fn end(&self) {
-        self.done.store(true, Ordering::SeqCst);
-    }
-}
-
 /// Kills `parts[k]` once the call's progress reaches `points[k]` with a write command on the
 /// engine, and starts the engine again after [`DOWN`]; stops early once the call is done.
 async fn killer(
@@ -231,11 +186,11 @@ async fn killer(
         // Watched without a timer, and a kill already armed: a write on the engine lasts a
         // few milliseconds, less than a process takes to start.
         let armed = engine.arm_kill(part);
-        watch.armed.fetch_add(1, Ordering::SeqCst);
+        watch.begin();
         let (p, w) = (proxy.clone(), watch.clone());
         let fired = tokio::task::spawn_blocking(move || {
-            while w.progress.load(Ordering::SeqCst) < point || p.writes_in_flight() == 0 {
-                if w.done.load(Ordering::SeqCst) {
+            while w.progress() < point || p.writes_in_flight() == 0 {
+                if w.is_done() {
                     return false;
                 }
                 std::thread::yield_now();
@@ -248,7 +203,7 @@ async fn killer(
         if !fired {
             return kills;
         }
-        let at = watch.progress.load(Ordering::SeqCst);
+        let at = watch.progress();
         let started = Instant::now();
         let e = engine.clone();
         tokio::task::spawn_blocking(move || e.kill(part))
@@ -280,7 +235,7 @@ fn points(total: u64) -> Vec<u64> {
 }
 
 fn start_killer(rig: &Rig, total: u64) -> (Arc<Watch>, tokio::task::JoinHandle<Vec<Killed>>) {
-    let watch = Watch::new(points(total));
+    let watch = Watch::at(points(total));
     let task = tokio::spawn(killer(
         (rig.engine.clone(), rig.proxy.clone()),
         watch.clone(),
@@ -585,10 +540,7 @@ async fn relative_updates_survive_three_kills_of_the_engine() {
                     .apply(ids[k % ids.len()], op, change)
                     .retry(RetryPolicy::default())
                     .await;
-                watch.progress.fetch_add(1, Ordering::SeqCst);
-                while watch.holds() {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
+                watch.advance().await;
                 outcomes.push((key, r));
             }
             outcomes
@@ -674,7 +626,7 @@ async fn without_a_policy_a_killed_call_ends_transient_and_a_rerun_converges() {
     let mut seen = Vec::new();
     for (round, part) in rig.parts().into_iter().enumerate() {
         // One kill per round, at a different point each time.
-        let watch = Watch::new(vec![n as u64 * (round as u64 + 1) / (KILLS + 1)]);
+        let watch = Watch::at(vec![n as u64 * (round as u64 + 1) / (KILLS + 1)]);
         let killer = tokio::spawn(killer(
             (rig.engine.clone(), rig.proxy.clone()),
             watch.clone(),

@@ -27,14 +27,14 @@ mod support;
 
 use std::collections::HashMap;
 use std::future::IntoFuture;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use natural_key::bson::Document;
 use natural_key::mongodb::Database;
 use natural_key::prelude::*;
 use natural_key::{ApplyOutcome, Change, Collection, Error, OpId, RetryPolicy};
+use support::watch::Watch;
 
 #[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
 struct Post {
@@ -142,71 +142,13 @@ fn change(step: Step, db: &str, coll: &str) -> String {
         Step::AddWorker => vec!["add-worker"],
         Step::Rebalance => vec!["rebalance"],
     };
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
-    let out = std::process::Command::new("bash")
-        .arg(&script)
-        .args(&args)
-        .args(["--engine", "cluster"])
-        .output()
-        .expect("run scripts/db");
-    assert!(
-        out.status.success(),
-        "scripts/db {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    format!("{step:?} {}", String::from_utf8_lossy(&out.stdout).trim())
+    let args: Vec<&str> = args.into_iter().chain(["--engine", "cluster"]).collect();
+    let said = support::db(&args, &[]).unwrap_or_else(|e| panic!("scripts/db {args:?}: {e}"));
+    format!("{step:?} {}", said.trim())
 }
 
 fn move_shard(db: &str, coll: &str) -> String {
     change(Step::Move, db, coll)
-}
-
-/// A call's progress, and the points at which a shard moves.
-struct Watch {
-    progress: AtomicU64,
-    done: AtomicBool,
-    points: Vec<u64>,
-    started: AtomicU64,
-}
-
-impl Watch {
-    fn new(total: u64, steps: usize) -> Arc<Watch> {
-        let steps = steps as u64;
-        Arc::new(Watch {
-            progress: AtomicU64::new(0),
-            done: AtomicBool::new(false),
-            points: (1..=steps).map(|k| total * k / (steps + 2)).collect(),
-            started: AtomicU64::new(0),
-        })
-    }
-
-    /// Past a move point whose move has not begun: the call waits, so that the move meets it
-    /// rather than a call that raced to its end meanwhile.
-    fn holds(&self) -> bool {
-        let progress = self.progress.load(Ordering::SeqCst);
-        let due = self.points.iter().filter(|&&p| p <= progress).count() as u64;
-        due > self.started.load(Ordering::SeqCst) && !self.done.load(Ordering::SeqCst)
-    }
-
-    fn reached(&self, n: u64) {
-        self.progress.store(n, Ordering::SeqCst);
-        tokio::task::block_in_place(|| {
-            while self.holds() {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        });
-    }
-
-    async fn advance(&self) {
-        self.progress.fetch_add(1, Ordering::SeqCst);
-        while self.holds() {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    }
-
-    fn end(&self) {
-        self.done.store(true, Ordering::SeqCst);
-    }
 }
 
 /// Runs `steps[k]` once the call's progress reaches its `k`th point; stops once the call is
@@ -214,25 +156,22 @@ impl Watch {
 async fn mover(watch: Arc<Watch>, db: String, coll: &'static str, steps: Vec<Step>) -> Vec<Moved> {
     let mut moved = Vec::new();
     for (&point, &step) in watch.points.iter().zip(&steps) {
-        while watch.progress.load(Ordering::SeqCst) < point {
-            if watch.done.load(Ordering::SeqCst) {
-                return moved;
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
+        if !watch.until(point).await {
+            return moved;
         }
-        let from = watch.progress.load(Ordering::SeqCst);
+        let from = watch.progress();
         let (d, w) = (db.clone(), watch.clone());
         let said = tokio::task::spawn_blocking(move || {
             // The call goes on once the move has begun: the process is started below.
-            w.started.fetch_add(1, Ordering::SeqCst);
+            w.begin();
             change(step, &d, coll)
         })
         .await
         .unwrap();
         moved.push(Moved {
             said,
-            at: (from, watch.progress.load(Ordering::SeqCst)),
-            mid_call: !watch.done.load(Ordering::SeqCst),
+            at: (from, watch.progress()),
+            mid_call: !watch.is_done(),
         });
     }
     moved
@@ -263,7 +202,7 @@ where
     F: std::future::Future<Output = R>,
 {
     let n = steps.len();
-    let watch = Watch::new(total, n);
+    let watch = Watch::spread(total, n);
     let mover = tokio::spawn(mover(watch.clone(), db.name().to_string(), coll, steps));
     let start = Instant::now();
     let r = call(watch.clone()).await;
@@ -749,18 +688,9 @@ async fn a_worker_joins_and_a_rebalance_runs_under_an_upsert_many() {
 
 /// How many of `db.coll`'s documents each node holds (`scripts/db placement`).
 fn placement(db: &str, coll: &str) -> Vec<(String, u64)> {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
-    let out = std::process::Command::new("bash")
-        .arg(&script)
-        .args(["placement", "--engine", "cluster", db, coll])
-        .output()
-        .expect("run scripts/db placement");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+    let args = ["placement", "--engine", "cluster", db, coll];
+    support::db(&args, &[])
+        .unwrap_or_else(|e| panic!("scripts/db placement: {e}"))
         .lines()
         .filter_map(|l| l.split_once(' '))
         .map(|(node, count)| (node.to_string(), count.trim().parse().unwrap()))

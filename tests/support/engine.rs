@@ -79,18 +79,10 @@ impl PrivateEngine {
         if !self.has_workers() {
             return;
         }
-        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
-        let out = std::process::Command::new("bash")
-            .arg(&script)
-            .args(["recover", "--engine", "cluster"])
-            .env("NK_DB_STATE", self.state())
-            .output()
-            .expect("run scripts/db recover");
-        assert!(
-            out.status.success(),
-            "scripts/db recover: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let args = ["recover", "--engine", "cluster"];
+        if let Err(e) = super::db(&args, &[("NK_DB_STATE", &self.state())]) {
+            panic!("scripts/db recover: {e}");
+        }
     }
 
     /// Commits the engine acknowledged although a node failed them: on the cluster, the
@@ -246,11 +238,7 @@ fn alive(pid: &str) -> bool {
 
 impl Drop for PrivateEngine {
     fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/db"))
-            .arg("down")
-            .env("NK_DB_STATE", self.state())
-            .output();
+        let _ = super::db(&["down"], &[("NK_DB_STATE", &self.state())]);
         // A failing test keeps the engine's data and logs to look at.
         if std::thread::panicking() {
             eprintln!(

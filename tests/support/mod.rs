@@ -15,6 +15,8 @@ use natural_key::mongodb::{Client, Database};
 pub mod child;
 pub mod engine;
 pub mod proxy;
+pub mod relay;
+pub mod watch;
 
 /// `MONGODB_URI`, or — when unset — the URI of the FerretDB that `scripts/db up` starts (it is
 /// built once and reused), so `cargo test` alone works on a fresh machine.
@@ -38,24 +40,27 @@ pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     }
 }
 
-/// Runs `scripts/db up` with extra args/env and returns the URI (its last line).
-pub fn db_up(args: &[&str], env: &[(&str, &str)]) -> String {
+/// Runs `scripts/db ARGS` with extra env: what it printed, or `Err` with what it said on
+/// stderr.
+pub fn db(args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
     let out = Command::new("bash")
         .arg(&script)
-        .arg("up")
         .args(args)
         .envs(env.iter().copied())
         .output()
-        .expect("run scripts/db up");
-    assert!(
-        out.status.success(),
-        "scripts/db up failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    stdout
-        .lines()
+        .expect("run scripts/db");
+    match out.status.success() {
+        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+    }
+}
+
+/// Runs `scripts/db up` with extra args/env and returns the URI (its last line).
+pub fn db_up(args: &[&str], env: &[(&str, &str)]) -> String {
+    let up: Vec<&str> = ["up"].iter().chain(args).copied().collect();
+    let said = db(&up, env).unwrap_or_else(|e| panic!("scripts/db up failed:\n{e}"));
+    said.lines()
         .last()
         .expect("scripts/db up prints the URI last")
         .trim()
@@ -63,18 +68,9 @@ pub fn db_up(args: &[&str], env: &[(&str, &str)]) -> String {
 }
 
 pub fn db_down(env: &[(&str, &str)]) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg("down")
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "scripts/db down failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if let Err(e) = db(&["down"], env) {
+        panic!("scripts/db down failed: {e}");
+    }
 }
 
 /// Runs `scripts/db shard --engine cluster DB COLL FIELD` (the cluster engine of this pass's
@@ -85,22 +81,13 @@ pub fn db_shard(db: &str, coll: &str, field: &str) -> Result<(), String> {
 
 /// [`db_shard`] with extra env (`NK_DB_STATE` of a cluster of a test's own).
 pub fn db_shard_with(
-    db: &str,
+    database: &str,
     coll: &str,
     field: &str,
     env: &[(&str, &str)],
 ) -> Result<(), String> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/db");
-    let out = Command::new("bash")
-        .arg(&script)
-        .args(["shard", "--engine", "cluster", db, coll, field])
-        .envs(env.iter().copied())
-        .output()
-        .expect("run scripts/db shard");
-    match out.status.success() {
-        true => Ok(()),
-        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
-    }
+    let args = ["shard", "--engine", "cluster", database, coll, field];
+    db(&args, env).map(|_| ())
 }
 
 /// Records the commands a client sends, by name (`find`, `update`, `insert`, ...), in order,

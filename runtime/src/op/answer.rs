@@ -220,7 +220,9 @@ const ENGINE_FAILURES: &[&str] = &[
     // Citus, on the coordinator, when a worker is killed, restarting or gone ("connection to
     // the remote node postgres@127.0.0.1:PORT failed with the following error: Connection
     // refused"; "failure on connection marked as essential: 127.0.0.1:PORT"; "server closed
-    // the connection unexpectedly"): ../shared/engines/documentdb-cluster, "Seen under faults".
+    // the connection unexpectedly"): ../shared/engines/documentdb-cluster, "Seen under faults";
+    // or cut off and its connections reset ("... failed with the following error: connection
+    // not open", tests/partitions.rs).
     "connection to the remote node",
     "failure on connection marked as essential",
     "server closed the connection unexpectedly",
@@ -512,6 +514,8 @@ mod tests {
         for m in [
             "connection to the remote node postgres@127.0.0.1:40111 failed with the following \
              error: Connection refused",
+            "connection to the remote node postgres@127.0.0.1:41531 failed with the following \
+             error: connection not open",
             "failure on connection marked as essential: 127.0.0.1:40111",
             "server closed the connection unexpectedly\n\tThis probably means the server \
              terminated abnormally",
