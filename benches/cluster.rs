@@ -19,7 +19,9 @@
 //! * on the cluster, the documents each worker holds (`scripts/db placement`);
 //! * what more writers buy: the posts split into contiguous runs among 1, 2 and 4 writers, each
 //!   a client of its own (as processes or `ingest` runs on disjoint files would be), writing at
-//!   once: a first ingest and an unchanged re-ingest, each writer count on a fresh collection.
+//!   once: a first ingest and an unchanged re-ingest, each writer count on a fresh collection;
+//! * what batches in flight buy: one handle writing every post in batches of 1,000 with 1, 2
+//!   and 4 in flight (`in_flight`), the same two phases.
 //!
 //! Every phase is checked by its outcome (the report's counts; the blind writer's document
 //! count), never timed against a bound.
@@ -288,6 +290,55 @@ async fn writers(engine: &Engine, docs: &[Post], w: usize) -> [f64; 2] {
     times
 }
 
+/// Batches of [`IN_FLIGHT_BATCH`] posts compared at 1, 2 and 4 in flight.
+const IN_FLIGHT: [usize; 3] = [1, 2, 4];
+const IN_FLIGHT_BATCH: usize = 1_000;
+
+/// One handle writing every post with `k` batches in flight (`in_flight(k)`), on a fresh
+/// collection: seconds for the first ingest and for an unchanged re-ingest.
+async fn in_flight(engine: &Engine, docs: &[Post], k: usize) -> [f64; 2] {
+    let name = format!("nk_bench_cluster_{}", engine.name);
+    let coll = format!("in_flight{k}");
+    let db = engine.client.database(&name);
+    db.collection::<Document>(&coll).drop().await.unwrap();
+    engine.shard(&name, &coll, "_nk_identity");
+    let posts = Collection::<Post>::open(&db, &coll).await.unwrap();
+    let mut times = [0.0; 2];
+    for (phase, time) in times.iter_mut().enumerate() {
+        let call = posts.upsert_many(docs).batch_size(IN_FLIGHT_BATCH);
+        let (secs, r) = timed(call.in_flight(k).into_future()).await;
+        let r = r.unwrap();
+        let done = if phase == 0 { r.inserted } else { r.unchanged };
+        assert_eq!(
+            done,
+            docs.len() as u64,
+            "{k} in flight, phase {phase}: {r:?}"
+        );
+        *time = secs;
+    }
+    times
+}
+
+/// A table's rows: per count, each engine's µs per post and speed-up over a count of 1, for
+/// the first ingest and the unchanged re-ingest (medians of the repetitions).
+fn print_speedups(counts: &[usize], by: &[BTreeMap<usize, [Vec<f64>; 2]>; 2], n: usize) {
+    for w in counts {
+        let mut row = format!("| {w} |");
+        for per_engine in by {
+            for (one, this) in per_engine[&1].iter().zip(&per_engine[w]) {
+                let (one, this) = (support::median(one), support::median(this));
+                row.push_str(&format!(
+                    " {:.1} ({:.2}×) |",
+                    this * 1e6 / n as f64,
+                    one / this
+                ));
+            }
+        }
+        println!("{row}");
+    }
+    println!();
+}
+
 /// The `_id` check of one insert batch of 1,000 on `db.posts` (finds nothing), median ms of 5.
 async fn id_check(engine: &Engine, docs: &[Post]) -> f64 {
     let db = engine
@@ -371,12 +422,19 @@ async fn main() {
         let mut checks = [0.0; 2];
         // Per engine, per writer count: first-ingest and unchanged seconds, per repetition.
         let mut by_writers: [BTreeMap<usize, [Vec<f64>; 2]>; 2] = Default::default();
+        let mut by_in_flight: [BTreeMap<usize, [Vec<f64>; 2]>; 2] = Default::default();
         for rep in 0..reps {
             for (k, engine) in engines.iter().enumerate() {
                 run(engine, &docs, &changed, &mut figures[k]).await;
                 for w in WRITERS {
                     let t = writers(engine, &docs, w).await;
                     let entry = by_writers[k].entry(w).or_default();
+                    entry[0].push(t[0]);
+                    entry[1].push(t[1]);
+                }
+                for f in IN_FLIGHT {
+                    let t = in_flight(engine, &docs, f).await;
+                    let entry = by_in_flight[k].entry(f).or_default();
                     entry[0].push(t[0]);
                     entry[1].push(t[1]);
                 }
@@ -442,20 +500,12 @@ async fn main() {
              one writer)\n\n| writers | single: first ingest | single: unchanged | cluster: first \
              ingest | cluster: unchanged |\n|---:|---:|---:|---:|---:|"
         );
-        for w in WRITERS {
-            let mut row = format!("| {w} |");
-            for per_engine in &by_writers {
-                for (one, this) in per_engine[&1].iter().zip(&per_engine[&w]) {
-                    let (one, this) = (support::median(one), support::median(this));
-                    row.push_str(&format!(
-                        " {:.1} ({:.2}×) |",
-                        this * 1e6 / n as f64,
-                        one / this
-                    ));
-                }
-            }
-            println!("{row}");
-        }
-        println!();
+        print_speedups(&WRITERS, &by_writers, n);
+        println!(
+            "one handle, batches of {IN_FLIGHT_BATCH} in flight at once; µs per post (and the \
+             speed-up over one)\n\n| in flight | single: first ingest | single: unchanged | \
+             cluster: first ingest | cluster: unchanged |\n|---:|---:|---:|---:|---:|"
+        );
+        print_speedups(&IN_FLIGHT, &by_in_flight, n);
     }
 }

@@ -707,3 +707,111 @@ async fn a_crowded_span_reads_the_rest_by_identity() {
     );
     assert!(reread.iter().all(|i| wanted.contains(i)));
 }
+
+/// Four batches in flight over an input that repeats identities from batch to batch, each time
+/// with new content: every write of one document lands in input order (the last content is
+/// stored), the outcomes are exact (inserted once, updated at every later line), and the
+/// report counts every line.
+#[tokio::test(flavor = "multi_thread")]
+async fn batches_in_flight_keep_each_documents_writes_in_input_order() {
+    let (posts, _) = posts("in_flight_order").await;
+    let keys = corpus(25);
+    let input: Vec<Post> = (0..1_000)
+        .map(|i| Post {
+            body: format!("version {i}"),
+            ..keys[(i * 7) % 25].clone()
+        })
+        .collect();
+    let mut progress = Vec::new();
+    let report = posts
+        .upsert_many(&input)
+        .batch_size(10)
+        .in_flight(4)
+        .on_progress(|r| progress.push(r.processed()))
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.inserted, report.updated, report.failures.len()),
+        (25, 975, 0),
+        "{report:?}"
+    );
+    assert!(progress.windows(2).all(|w| w[0] < w[1]), "{progress:?}");
+    assert_eq!(progress.last(), Some(&1_000));
+    for key in &keys {
+        let last = input.iter().rev().find(|p| p.slug == key.slug).unwrap();
+        let stored = posts.get(key.id().unwrap()).await.unwrap();
+        assert_eq!(stored.as_ref(), Some(last), "{}", key.slug);
+    }
+}
+
+/// `in_flight(2)` has two batches' writes on the wire at once, asserted at a proxy that holds
+/// every write: a second one arrives before the first is answered, which one batch at a time
+/// (its commands one after another) never sends. But a batch holding documents of the batch in
+/// flight sends nothing until that one is answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_batches_are_on_the_wire_at_once_never_two_writes_of_one_document() {
+    use support::proxy::{self, Faults, Proxy};
+    let (direct, _) = support::database("in_flight_wire").await;
+    let proxy = Proxy::start(proxy::upstream_addr(&support::uri()), Faults::none(), 7).await;
+    let db = support::client_for(&proxy.uri(), &support::Commands::default())
+        .await
+        .database(direct.name());
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    let docs = corpus(40);
+    proxy.gate_writes();
+    let writer = {
+        let (posts, docs) = (posts.clone(), docs.clone());
+        tokio::spawn(async move { posts.upsert_many(&docs).batch_size(10).in_flight(2).await })
+    };
+    // Two writes held at the gate, none let through: two batches in flight.
+    proxy.until_arrived(2).await;
+    proxy.admit(1_000);
+    let report = writer.await.unwrap().unwrap();
+    assert_eq!(
+        (report.inserted, report.failures.len()),
+        (40, 0),
+        "{report:?}"
+    );
+    assert_eq!(
+        support::all_documents(&direct.collection::<Document>("posts"))
+            .await
+            .len(),
+        40
+    );
+
+    // A batch holding the documents of a batch in flight waits for it: while the first
+    // batch's write is held, the second (the same 10 posts, edited) sends nothing.
+    let mut edited = docs[..10].to_vec();
+    for p in &mut edited {
+        p.body.push_str(" (edited)");
+    }
+    let input: Vec<Post> = corpus(50)[40..]
+        .iter()
+        .cloned()
+        .chain(edited.clone())
+        .collect();
+    let proxy = Proxy::start(proxy::upstream_addr(&support::uri()), Faults::none(), 8).await;
+    let db = support::client_for(&proxy.uri(), &support::Commands::default())
+        .await
+        .database(direct.name());
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    proxy.gate_writes();
+    let writer = {
+        let posts = posts.clone();
+        tokio::spawn(async move { posts.upsert_many(&input).batch_size(10).in_flight(2).await })
+    };
+    proxy.until_arrived(1).await;
+    let before = proxy.arrived();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        proxy.arrived(),
+        before,
+        "the second batch wrote while the first was held"
+    );
+    proxy.admit(1_000);
+    let report = writer.await.unwrap().unwrap();
+    assert_eq!((report.inserted, report.updated), (10, 10), "{report:?}");
+    for p in &edited {
+        assert_eq!(posts.get(p.id().unwrap()).await.unwrap().as_ref(), Some(p));
+    }
+}

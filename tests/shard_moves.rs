@@ -83,13 +83,15 @@ fn on_cluster(test: &str) -> bool {
 }
 
 fn corpus(prefix: &str, n: usize) -> Vec<Post> {
-    (0..n)
-        .map(|i| Post {
-            slug: format!("{prefix}-{i:06}"),
-            published_at: 1_700_000_000_000 + i as i64 * 60_000,
-            body: format!("body of post {i}"),
-        })
-        .collect()
+    (0..n).map(|i| corpus_post(prefix, i)).collect()
+}
+
+fn corpus_post(prefix: &str, i: usize) -> Post {
+    Post {
+        slug: format!("{prefix}-{i:06}"),
+        published_at: 1_700_000_000_000 + i as i64 * 60_000,
+        body: format!("body of post {i}"),
+    }
 }
 
 /// One move, as `scripts/db move` reported it, and where the call was.
@@ -250,28 +252,62 @@ async fn an_upsert_many_rides_out_shard_moves() {
     if !on_cluster("an_upsert_many_rides_out_shard_moves") {
         return;
     }
-    let n = docs_n();
-    let (db, _) = support::database("moves_upsert").await;
-    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
-    let mut docs = corpus("move", n);
-    posts.upsert_many(&docs[..n / 2]).await.unwrap();
-    let mut edited = 0;
-    for p in docs[..n / 2].iter_mut().step_by(100) {
-        p.body.push_str(" (edited)");
-        edited += 1;
+    upsert_across_moves("moves_upsert", false).await;
+}
+
+/// The same through `upsert_stream`, the posts made one at a time as the stream is read (the
+/// input is never held whole: the 100,000-post runs of docs/reliability.md).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upsert_stream_rides_out_shard_moves() {
+    if !on_cluster("an_upsert_stream_rides_out_shard_moves") {
+        return;
     }
+    upsert_across_moves("moves_stream", true).await;
+}
+
+/// The post `i` of the test's input: the first half stored before the call, every 100th of
+/// those edited.
+fn post(i: usize) -> Post {
+    let mut p = corpus_post("move", i);
+    if i < docs_n() / 2 && i.is_multiple_of(100) {
+        p.body.push_str(" (edited)");
+    }
+    p
+}
+
+async fn upsert_across_moves(test: &str, stream: bool) {
+    let n = docs_n();
+    let (db, _) = support::database(test).await;
+    let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
+    posts
+        .upsert_stream(futures::stream::iter(
+            (0..n / 2).map(|i| corpus_post("move", i)),
+        ))
+        .await
+        .unwrap();
+    let edited = (n / 2).div_ceil(100) as u64;
+    let call = if stream {
+        "upsert_stream"
+    } else {
+        "upsert_many"
+    };
+    let docs: Vec<Post> = (0..n).map(post).collect();
     let (r, moved, secs) = moved_call(&db, "posts", n as u64, |seen| {
-        posts
-            .upsert_many(&docs)
-            .batch_size(250)
-            .retry(RetryPolicy::default())
-            .on_progress(move |r| seen.reached(r.processed()))
-            .into_future()
+        let progress = move |r: &natural_key::BatchReport| seen.reached(r.processed());
+        let retry = RetryPolicy::default();
+        if stream {
+            let input = futures::stream::iter((0..n).map(post));
+            let call = posts.upsert_stream(input).batch_size(250).retry(retry);
+            call.on_progress(progress).into_future()
+        } else {
+            let call = posts.upsert_many(&docs).batch_size(250).retry(retry);
+            call.on_progress(progress).into_future()
+        }
     })
     .await;
     let r = r.unwrap_or_else(|e| panic!("across {moved:?}: {}", natural_key::ErrorChain(&e)));
     report(
-        "upsert_many",
+        call,
         n,
         &moved,
         secs,
@@ -285,9 +321,12 @@ async fn an_upsert_many_rides_out_shard_moves() {
         ((n - n / 2) as u64, edited, (n / 2) as u64 - edited, 0),
         "{r:?}"
     );
-    let replay = posts.upsert_many(&docs).await.unwrap();
+    let replay = posts
+        .upsert_stream(futures::stream::iter((0..n).map(post)))
+        .await
+        .unwrap();
     assert_eq!(replay.failures.len(), 0, "{replay:?}");
-    assert_lost_during_moves("upsert_many", replay.inserted + replay.updated, &moved, 250);
+    assert_lost_during_moves(call, replay.inserted + replay.updated, &moved, 250);
     assert_eq!(stored_posts(&db).await, docs);
 }
 

@@ -437,6 +437,11 @@ pub(crate) struct IngestArgs {
     /// deletions are written in input order.
     #[arg(long, value_name = "N", default_value_t = natural_key_runtime::DEFAULT_BATCH_SIZE)]
     pub(crate) batch_size: usize,
+    /// Batches written at once: the server works on one while the client waits for
+    /// another's reply (with 2, a first ingest 1.5-1.8x faster in docs/performance.md's
+    /// figures). Lines of one document still land in input order.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub(crate) parallel: u16,
     /// How long one batch may go on retrying after transient errors (a lost connection, a busy
     /// or unreachable server) before the run stops with exit status 3.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]

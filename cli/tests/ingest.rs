@@ -1278,3 +1278,47 @@ async fn changed_at_is_stamped_by_the_engine_when_content_changes() {
     );
     assert_input_error(&bad, "--changed-at");
 }
+
+/// `--parallel 4`: batches written at once, a document's lines still in input order (its last
+/// line is what is stored), the summary exact; `--parallel 0` is refused before anything runs.
+#[tokio::test]
+async fn parallel_batches_keep_each_documents_lines_in_order() {
+    let name = "nk_cli_ingest_parallel";
+    let db = database(name).await;
+    let base = posts(20);
+    let lines: Vec<Post> = (0..300)
+        .map(|i| Post {
+            body: format!("version {i}"),
+            ..base[(i * 7) % 20].clone()
+        })
+        .collect();
+    let text: String = lines.iter().map(|p| line(p) + "\n").collect();
+    let input = file("parallel.ndjson", &text);
+    let args = ["--json", "--parallel", "4", "--batch-size", "10"];
+    let s = summary(&ingest(name, "posts", &input, &args));
+    assert_eq!(
+        (
+            s["inserted"].as_u64(),
+            s["updated"].as_u64(),
+            s["rejected"].as_u64()
+        ),
+        (Some(20), Some(280), Some(0)),
+        "{s}"
+    );
+    let coll = db.collection::<Post>("posts");
+    for p in &base {
+        let last = lines.iter().rev().find(|l| l.slug == p.slug).unwrap();
+        let stored = coll
+            .find_one(doc! {"_id": p.id().unwrap().to_string()})
+            .await
+            .unwrap();
+        assert_eq!(stored.as_ref(), Some(last), "{}", p.slug);
+    }
+    let out = ingest(name, "posts", &input, &["--parallel", "0"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -506,18 +506,20 @@ impl Proxy {
         self.shared.gate.permits.add_permits(n);
     }
 
+    /// Write commands that reached the gate since [`gate_writes`](Self::gate_writes).
+    pub fn arrived(&self) -> u64 {
+        self.shared
+            .gate
+            .arrived
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Waits until the `n`th write command since [`gate_writes`](Self::gate_writes) has
     /// reached the gate (at most 30 s).
     pub async fn until_arrived(&self, n: u64) {
-        let arrived = || {
-            self.shared
-                .gate
-                .arrived
-                .load(std::sync::atomic::Ordering::SeqCst)
-        };
         until(
-            || arrived() >= n,
-            || format!("{} of {n} writes reached the gate", arrived()),
+            || self.arrived() >= n,
+            || format!("{} of {n} writes reached the gate", self.arrived()),
         )
         .await
     }

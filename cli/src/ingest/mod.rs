@@ -39,11 +39,12 @@ pub(crate) fn ingest(args: IngestArgs) -> Result<ExitCode, Failure> {
     )?));
     if args.verbose {
         note(&format!(
-            "ingest of {} into {db}.{}: batches of {}, retry deadline {} s, server timeout {} s \
-             where the connection string sets none",
+            "ingest of {} into {db}.{}: batches of {} ({} at once), retry deadline {} s, \
+             server timeout {} s where the connection string sets none",
             name(&args),
             args.connect.collection,
             args.batch_size,
+            args.parallel,
             args.retry_deadline,
             args.connect.timeout
         ));

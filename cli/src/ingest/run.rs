@@ -276,16 +276,17 @@ async fn write_run(
         show(&sum);
     };
     let batch = args.batch_size.max(1);
+    let parallel = usize::from(args.parallel);
     let retry = RetryPolicy::default().deadline(Duration::from_secs(args.retry_deadline));
     let result = match delete {
         false => {
             let call = coll.upsert_stream(docs).mode(args.mode);
-            let call = call.batch_size(batch).on_progress(progress);
-            call.retry(retry).await
+            let call = call.batch_size(batch).in_flight(parallel);
+            call.on_progress(progress).retry(retry).await
         }
         true => {
             let call = coll.delete_stream(docs).batch_size(batch);
-            let call = call.on_progress(progress);
+            let call = call.in_flight(parallel).on_progress(progress);
             call.retry(retry).await
         }
     };

@@ -5,6 +5,11 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use std::collections::{HashSet, VecDeque};
+
+use foldhash::fast::RandomState;
+use futures_util::future::{self, Either};
+use futures_util::stream::FuturesOrdered;
 use futures_util::{Stream, StreamExt};
 
 use crate::error::Error;
@@ -30,6 +35,8 @@ pub(crate) type Progress<'a, R = BatchReport> = Box<dyn FnMut(&R) + Send + 'a>;
 /// Options of the batch builders.
 pub(crate) struct Options<'a> {
     pub(crate) batch_size: usize,
+    /// Batches written at once (at least 1).
+    pub(crate) in_flight: usize,
     pub(crate) retry: RetryPolicy,
     pub(crate) progress: Option<Progress<'a>>,
 }
@@ -39,6 +46,7 @@ impl Options<'_> {
     pub(crate) fn new(retry: RetryPolicy) -> Self {
         Options {
             batch_size: DEFAULT_BATCH_SIZE,
+            in_flight: 1,
             retry,
             progress: None,
         }
@@ -113,6 +121,12 @@ pub(crate) trait Writer<D>: Send {
         batch: &'s [Item<Self::Prepared, D>],
         tries: &'s mut Attempts,
     ) -> impl Future<Output = Result<Outcomes<Self::Outcome>, Error>> + Send + 's;
+
+    /// A writer for another batch written at the same time as this one's, or `None` where
+    /// batches must go one at a time (a session runs one command at a time).
+    fn fork(&self) -> Option<Self>
+    where
+        Self: Sized;
 }
 
 /// One batch under the retry policy.
@@ -157,6 +171,9 @@ pub(crate) async fn one<D, W: Writer<D>>(
 struct Collected<P, D> {
     items: Vec<Item<P, D>>,
     failures: Vec<(usize, Error)>,
+    /// Hashes of the batch's identities (under the run's seed), so that a batch sharing one
+    /// with a batch in flight waits for it.
+    identities: HashSet<u64, RandomState>,
     /// The input is exhausted.
     done: bool,
 }
@@ -171,32 +188,31 @@ impl<P, D> Collected<P, D> {
 
 /// Reads and prepares the next batch: up to `batch_size` documents, cut early at
 /// [`MAX_BATCH_BYTES`] or at an identity the batch already holds. The document that caused a
-/// cut is kept in `carry` and starts the next batch.
+/// cut is kept in `carry` and starts the next batch. Identities are hashed under `seed`, not
+/// copied: a collision (2^-64 per pair) only starts the next batch early or holds it back, it
+/// never lets two documents of one identity share a batch or be written at once. The seed is
+/// random, so no input (keys are the user's data) can be made to collide.
 async fn collect<P: Unit, D, S: Stream<Item = D>>(
     docs: &mut Pin<&mut futures_util::stream::Enumerate<S>>,
     carry: &mut Option<Item<P, D>>,
     batch_size: usize,
+    seed: &RandomState,
     prepare: &(dyn Fn(&D) -> Result<P, Error> + Sync),
 ) -> Collected<P, D> {
     let mut batch = Collected {
         items: Vec::with_capacity(batch_size.min(DEFAULT_BATCH_SIZE)),
         failures: Vec::new(),
+        identities: HashSet::with_capacity_and_hasher(
+            batch_size.min(DEFAULT_BATCH_SIZE),
+            RandomState::default(),
+        ),
         done: false,
     };
-    // Hashes of the batch's identities, not copies: a collision (2^-64 per pair) only starts
-    // the next batch early, it never lets two documents of one identity share a batch. Seeded
-    // at random, so no input (keys are the user's data) can be made to collide.
-    use foldhash::fast::RandomState;
-    let seed = RandomState::default();
-    let hash = |id: &str| std::hash::BuildHasher::hash_one(&seed, id);
-    let mut identities = std::collections::HashSet::with_capacity_and_hasher(
-        batch.items.capacity(),
-        RandomState::default(),
-    );
+    let hash = |id: &str| std::hash::BuildHasher::hash_one(seed, id);
     let mut bytes = 0;
     if let Some(item) = carry.take() {
         if let Some(id) = item.prepared.identity() {
-            identities.insert(hash(id));
+            batch.identities.insert(hash(id));
         }
         bytes += item.prepared.bytes();
         batch.items.push(item);
@@ -216,7 +232,7 @@ async fn collect<P: Unit, D, S: Stream<Item = D>>(
         let size = prepared.bytes();
         let full = !batch.items.is_empty() && bytes + size > MAX_BATCH_BYTES;
         let identity = prepared.identity().map(hash);
-        let repeated = identity.is_some_and(|h| identities.contains(&h));
+        let repeated = identity.is_some_and(|h| batch.identities.contains(&h));
         let item = Item {
             index,
             prepared,
@@ -227,7 +243,7 @@ async fn collect<P: Unit, D, S: Stream<Item = D>>(
             break;
         }
         if let Some(h) = identity {
-            identities.insert(h);
+            batch.identities.insert(h);
         }
         bytes += size;
         batch.items.push(item);
@@ -268,10 +284,52 @@ fn count<P, D, O: Counted>(
     report.failures.sort_by_key(|(index, _)| *index);
 }
 
-/// Runs a whole input through `writer`, a batch at a time; the next batch is read and prepared
-/// (hashing, serializing) while this one's commands are on the wire. Each batch's outcomes and
-/// errors are counted into the report and the metrics together, and so is the error that stops
-/// the run.
+/// A writer a batch in flight holds: the call's own, or a fork of it for a batch written at
+/// the same time.
+enum Lane<'w, W> {
+    Main(&'w mut W),
+    Fork(W),
+}
+
+impl<W> Lane<'_, W> {
+    fn writer(&mut self) -> &mut W {
+        match self {
+            Lane::Main(w) => w,
+            Lane::Fork(w) => w,
+        }
+    }
+}
+
+/// A batch through its lane's writer under `retry`: the lane and the batch come back with
+/// the outcomes.
+#[allow(clippy::type_complexity)]
+async fn write_batch<'w, D, W: Writer<D>>(
+    mut lane: Lane<'w, W>,
+    batch: Collected<W::Prepared, D>,
+    retry: RetryPolicy,
+    operation: &'static str,
+    collection: &str,
+) -> (
+    Lane<'w, W>,
+    Collected<W::Prepared, D>,
+    Result<Outcomes<W::Outcome>, Error>,
+) {
+    let written = if batch.items.is_empty() {
+        Ok(Vec::new())
+    } else {
+        attempt(lane.writer(), &batch.items, &retry, operation, collection).await
+    };
+    (lane, batch, written)
+}
+
+/// Runs a whole input through `writer`: the next batch is read and prepared (hashing,
+/// serializing) while earlier ones' commands are on the wire, and up to `opts.in_flight`
+/// batches are written at once, each by a writer of its own ([`Writer::fork`]). A batch that
+/// holds an identity of a batch in flight waits for it, so writes of one identity keep the
+/// input's order. Batches are counted in the input's order, each batch's outcomes and errors
+/// into the report and the metrics together, and so is the error that stops the run (the
+/// batches in flight after the failed one are dropped: their writes, like a lost reply's, are
+/// safe to send again).
 pub(crate) async fn run<D, S, W>(
     docs: S,
     mut opts: Options<'_>,
@@ -285,50 +343,70 @@ where
     S: Stream<Item = D> + Send,
     W: Writer<D>,
 {
+    let mut lanes: Vec<Lane<'_, W>> = (1..opts.in_flight.max(1))
+        .map_while(|_| writer.fork().map(Lane::Fork))
+        .collect();
+    lanes.push(Lane::Main(writer));
     let mut report = BatchReport::default();
     let mut docs = std::pin::pin!(docs.enumerate());
     let mut carry = None;
     let size = opts.batch_size.max(1);
-    let mut current = collect(&mut docs, &mut carry, size, prepare).await;
+    let seed = RandomState::default();
+    let retry = opts.retry;
+    let write = |lane, batch| write_batch(lane, batch, retry, operation, collection);
+    let mut flying = FuturesOrdered::new();
+    let mut held: VecDeque<HashSet<u64, RandomState>> = VecDeque::new();
+    let mut next = Some(collect(&mut docs, &mut carry, size, &seed, prepare).await);
+    let mut done = false;
     loop {
-        let last = current.done && carry.is_none();
-        let (written, next) = futures_util::future::join(
-            async {
-                if current.items.is_empty() {
-                    return Ok(Vec::new());
-                }
-                attempt(writer, &current.items, &opts.retry, operation, collection).await
-            },
-            async {
-                if last {
-                    None
-                } else {
-                    Some(collect(&mut docs, &mut carry, size, prepare).await)
-                }
-            },
-        )
-        .await;
-        let anything = !current.items.is_empty() || !current.failures.is_empty();
-        match written {
-            Ok(results) => count(&mut report, current, results, operation, collection),
-            Err(error) => {
-                metrics::error(collection, operation, &error);
-                let settled = current.first_index().unwrap_or(0);
-                return Err(BatchError {
-                    report,
-                    error,
-                    settled,
-                });
-            }
+        // Launch the next batch where a lane is free and no batch in flight holds one of its
+        // identities.
+        if let Some(batch) =
+            next.take_if(|b| !lanes.is_empty() && held.iter().all(|h| h.is_disjoint(&b.identities)))
+        {
+            done = batch.done && carry.is_none();
+            held.push_back(batch.identities.clone());
+            flying.push_back(write(lanes.pop().expect("a free lane"), batch));
         }
-        if anything {
-            if let Some(progress) = opts.progress.as_mut() {
-                progress(&report);
-            }
+        // Read the next batch while the ones in flight are written; count those that end
+        // meanwhile, in order.
+        let mut ended = VecDeque::new();
+        if next.is_none() && !done {
+            let mut reading = std::pin::pin!(collect(&mut docs, &mut carry, size, &seed, prepare));
+            let read = loop {
+                match future::select(reading.as_mut(), flying.next()).await {
+                    Either::Left((read, _)) => break read,
+                    Either::Right((Some(end), _)) => ended.push_back(end),
+                    Either::Right((None, _)) => break reading.await,
+                }
+            };
+            next = Some(read);
+        } else if let Some(end) = flying.next().await {
+            ended.push_back(end);
+        } else {
+            return Ok(report);
         }
-        match next {
-            Some(next) => current = next,
-            None => return Ok(report),
+        for (lane, batch, written) in ended {
+            lanes.push(lane);
+            held.pop_front();
+            let anything = !batch.items.is_empty() || !batch.failures.is_empty();
+            match written {
+                Ok(results) => count(&mut report, batch, results, operation, collection),
+                Err(error) => {
+                    metrics::error(collection, operation, &error);
+                    let settled = batch.first_index().unwrap_or(0);
+                    return Err(BatchError {
+                        report,
+                        error,
+                        settled,
+                    });
+                }
+            }
+            if anything {
+                if let Some(progress) = opts.progress.as_mut() {
+                    progress(&report);
+                }
+            }
         }
     }
 }

@@ -60,6 +60,12 @@ where
     type Prepared = PreparedDelete;
     type Outcome = DeleteOutcome;
 
+    fn fork(&self) -> Option<Self> {
+        self.session
+            .is_none()
+            .then(|| DeleteWriter::new(self.on, None))
+    }
+
     async fn write(
         &mut self,
         batch: &[Item<PreparedDelete, D>],

@@ -29,6 +29,13 @@ impl<D: Send + Sync> Writer<D> for EventWriter<'_> {
     type Prepared = PreparedEvent;
     type Outcome = InsertOutcome;
 
+    fn fork(&self) -> Option<Self> {
+        self.session.is_none().then_some(EventWriter {
+            target: self.target,
+            session: None,
+        })
+    }
+
     async fn write(
         &mut self,
         batch: &[Item<PreparedEvent, D>],

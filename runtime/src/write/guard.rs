@@ -104,6 +104,16 @@ where
     type Prepared = Prepared;
     type Outcome = UpsertOutcome;
 
+    fn fork(&self) -> Option<Self> {
+        self.session.is_none().then_some(GuardedWriter {
+            on: self.on,
+            mode: self.mode,
+            session: None,
+            all_new: self.all_new,
+            ledger: None,
+        })
+    }
+
     async fn write(
         &mut self,
         batch: &[Item<Prepared, D>],
