@@ -170,31 +170,38 @@ async fn sixteen_writers_racing_a_fork_leave_one_document() {
     let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
     for round in 0..20 {
         let slug = format!("raced-{round}");
-        let mut tasks = Vec::new();
-        for w in 0..16 {
-            let (posts, p) = (
-                posts.clone(),
-                Post {
-                    slug: slug.clone(),
-                    published_at: 1_700_000_000_000 + w,
-                    body: format!("writer {w}"),
-                },
-            );
-            tasks.push(tokio::spawn(async move {
-                posts.upsert(&p).retry(RetryPolicy::default()).await
-            }));
-        }
-        let (mut inserted, mut refused) = (0, 0);
-        for t in tasks {
-            match t.await.unwrap() {
-                Ok(UpsertOutcome::Inserted(_)) => inserted += 1,
-                Err(Error::ImmutableKeyChanged { .. }) => refused += 1,
-                other => panic!("round {round}: {other:?}"),
-            }
-        }
-        assert_eq!((inserted, refused), (1, 15), "round {round}");
+        race_one_identity(&posts, round, |w| Post {
+            slug: slug.clone(),
+            published_at: 1_700_000_000_000 + w,
+            body: format!("writer {w}"),
+        })
+        .await;
         assert_eq!(count(&db, "posts", doc! { "slug": &slug }).await, 1);
     }
+}
+
+/// 16 writers upsert `writer(w)`, one identity with 16 timestamp keys, at once: one inserted,
+/// 15 refused with `ImmutableKeyChanged`, each after whatever the engine made it wait through.
+async fn race_one_identity<T>(coll: &Collection<T>, round: usize, writer: impl Fn(i64) -> T)
+where
+    T: NaturalKey + Send + Sync + 'static,
+{
+    let mut tasks = Vec::new();
+    for w in 0..16 {
+        let (coll, doc) = (coll.clone(), writer(w));
+        tasks.push(tokio::spawn(async move {
+            coll.upsert(&doc).retry(RetryPolicy::default()).await
+        }));
+    }
+    let (mut inserted, mut refused) = (0, 0);
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(UpsertOutcome::Inserted(_)) => inserted += 1,
+            Err(Error::ImmutableKeyChanged { .. }) => refused += 1,
+            other => panic!("round {round}: {other:?}"),
+        }
+    }
+    assert_eq!((inserted, refused), (1, 15), "round {round}");
 }
 
 /// 16 writers send one payment (one idempotency key), each under a new `_id`, 20 rounds, on a
@@ -343,28 +350,13 @@ async fn a_tenant_key_is_accepted_carried_and_guards_the_identity() {
 
     for round in 0..10 {
         let number = format!("raced-{round}");
-        let mut tasks = Vec::new();
-        for w in 0..16 {
-            let o = Order {
-                tenant: format!("tenant-{}", round % 3),
-                number: number.clone(),
-                placed_at: 1_700_000_000_000 + w,
-                ..order(0, 0)
-            };
-            let orders = orders.clone();
-            tasks.push(tokio::spawn(async move {
-                orders.upsert(&o).retry(RetryPolicy::default()).await
-            }));
-        }
-        let (mut inserted, mut refused) = (0, 0);
-        for t in tasks {
-            match t.await.unwrap() {
-                Ok(UpsertOutcome::Inserted(_)) => inserted += 1,
-                Err(Error::ImmutableKeyChanged { .. }) => refused += 1,
-                other => panic!("round {round}: {other:?}"),
-            }
-        }
-        assert_eq!((inserted, refused), (1, 15), "round {round}");
+        race_one_identity(&orders, round, |w| Order {
+            tenant: format!("tenant-{}", round % 3),
+            number: number.clone(),
+            placed_at: 1_700_000_000_000 + w,
+            ..order(0, 0)
+        })
+        .await;
         assert_eq!(count(&db, "orders", doc! { "number": &number }).await, 1);
     }
 }

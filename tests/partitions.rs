@@ -16,49 +16,22 @@
 //! prints a `PARTITION` line: where the call was when the link went silent and when it healed,
 //! how long the call took to move again after the heal, and its outcomes.
 
+#[path = "fault_calls/mod.rs"]
+mod fault_calls;
 mod support;
 
-use std::collections::HashMap;
 use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use natural_key::bson::Document;
-use natural_key::mongodb::Database;
-use natural_key::prelude::*;
-use natural_key::{ApplyOutcome, Change, Collection, OpId, RetryPolicy};
+use fault_calls::{
+    assert_events_inserted, assert_every_event_once, assert_every_sale_once,
+    assert_half_stored_upserted, clicks, corpus, four_writers_apply, half_stored, items,
+    on_cluster, repair_events, replay_sales, shard_clicks, sold_by_kind, stored_posts, Click, Post,
+};
+use natural_key::{Collection, RetryPolicy};
 use support::relay::{Link, Relay};
 use support::watch::Watch;
-
-#[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
-struct Post {
-    #[key]
-    slug: String,
-    #[key(timestamp)]
-    published_at: i64,
-    body: String,
-}
-
-#[derive(RandomId, Serialize, Deserialize, Clone, Debug, PartialEq)]
-struct Click {
-    #[id]
-    #[serde(rename = "_id")]
-    id: Ulid,
-    page: String,
-}
-
-#[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
-struct Item {
-    #[key]
-    sku: String,
-    #[key(timestamp)]
-    listed_at: i64,
-    #[natural_key(relative)]
-    stock: i64,
-    #[natural_key(relative)]
-    #[serde(default)]
-    payments: Vec<String>,
-}
 
 /// How long the link stays silent, then resetting, before it heals.
 const SILENT: Duration = Duration::from_secs(3);
@@ -70,14 +43,6 @@ const BATCH: usize = 250;
 
 fn docs_n() -> usize {
     support::env_or("NK_PARTITION_DOCS", 2_000usize)
-}
-
-fn on_cluster(test: &str) -> bool {
-    let yes = std::env::var("NK_EXPECT_ENGINE").as_deref() == Ok("cluster");
-    if !yes {
-        eprintln!("{test}: not the cluster engine (NK_EXPECT_ENGINE=cluster): nothing to test");
-    }
-    yes
 }
 
 /// One partition at a time in this binary: they cut the same worker.
@@ -204,26 +169,6 @@ fn assert_repaired_at_most(call: &str, redone: u64, writers: u64) {
     );
 }
 
-fn corpus(prefix: &str, n: usize) -> Vec<Post> {
-    (0..n)
-        .map(|i| Post {
-            slug: format!("{prefix}-{i:06}"),
-            published_at: 1_700_000_000_000 + i as i64 * 60_000,
-            body: format!("body of post {i}"),
-        })
-        .collect()
-}
-
-async fn stored_posts(db: &Database) -> Vec<Post> {
-    let docs = support::all_documents(&db.collection::<Document>("posts")).await;
-    let mut posts: Vec<Post> = docs
-        .into_iter()
-        .map(|d| natural_key::bson::from_document(d).unwrap())
-        .collect();
-    posts.sort_by(|a, b| a.slug.cmp(&b.slug));
-    posts
-}
-
 /// Half of the posts stored before, 1% of those edited, the other half new, while the worker
 /// is cut off: inserted, updated and left alone exactly.
 #[tokio::test(flavor = "multi_thread")]
@@ -235,13 +180,7 @@ async fn an_upsert_many_rides_out_a_partitioned_worker() {
     let n = docs_n();
     let (db, _) = support::database("cut_upsert").await;
     let posts = Collection::<Post>::open(&db, "posts").await.unwrap();
-    let mut docs = corpus("cut", n);
-    posts.upsert_many(&docs[..n / 2]).await.unwrap();
-    let mut edited = 0;
-    for p in docs[..n / 2].iter_mut().step_by(100) {
-        p.body.push_str(" (edited)");
-        edited += 1;
-    }
+    let (docs, edited) = half_stored(&posts, "cut", n).await;
     let cut = CutWorker::start().await;
     let (r, partition, secs) = partitioned_call(&cut.relay, n as u64, |seen| {
         posts
@@ -264,11 +203,7 @@ async fn an_upsert_many_rides_out_a_partitioned_worker() {
             r.inserted, r.updated, r.unchanged
         ),
     );
-    assert_eq!(
-        (r.inserted, r.updated, r.unchanged, r.failures.len()),
-        ((n - n / 2) as u64, edited, (n / 2) as u64 - edited, 0),
-        "{r:?}"
-    );
+    assert_half_stored_upserted(&r, n, edited);
     recover();
     let replay = posts.upsert_many(&docs).await.unwrap();
     assert_repaired_at_most("upsert_many", replay.inserted + replay.updated, 1);
@@ -284,16 +219,9 @@ async fn an_insert_many_of_events_rides_out_a_partitioned_worker() {
     let _one = ONE.lock().await;
     let n = docs_n();
     let (db, _) = support::database("cut_events").await;
-    if let Err(said) = support::db_shard(db.name(), "clicks", "_id") {
-        panic!("scripts/db shard {} clicks _id: {said}", db.name());
-    }
+    shard_clicks(&db);
+    let events = clicks(n);
     let clicks = Collection::<Click>::open(&db, "clicks").await.unwrap();
-    let events: Vec<Click> = (0..n)
-        .map(|i| Click {
-            id: Ulid::new(),
-            page: format!("/{i}"),
-        })
-        .collect();
     let cut = CutWorker::start().await;
     let (r, partition, secs) = partitioned_call(&cut.relay, n as u64, |seen| {
         clicks
@@ -316,47 +244,11 @@ async fn an_insert_many_of_events_rides_out_a_partitioned_worker() {
             r.inserted, r.already_applied
         ),
     );
-    assert_eq!(
-        (r.inserted + r.already_applied, r.failures.len()),
-        (n as u64, 0),
-        "{r:?}"
-    );
+    assert_events_inserted(&r, n);
     recover();
-    // The repair: the events not stored, inserted again (tests/shard_moves.rs says why not
-    // all of them).
-    let stored = support::all_documents(&db.collection::<Document>("clicks")).await;
-    let kept: std::collections::HashSet<String> = stored
-        .iter()
-        .map(|d| d.get_str("_id").unwrap().to_string())
-        .collect();
-    let lost: Vec<Click> = events
-        .iter()
-        .filter(|e| !kept.contains(&e.id.to_string()))
-        .cloned()
-        .collect();
-    if !lost.is_empty() {
-        let replay = clicks.insert_many(&lost).await.unwrap();
-        assert_eq!(replay.inserted, lost.len() as u64, "{replay:?}");
-    }
-    assert_repaired_at_most("insert_many", lost.len() as u64, 1);
-    let stored = support::all_documents(&db.collection::<Document>("clicks")).await;
-    let mut ids: Vec<String> = stored
-        .iter()
-        .map(|d| d.get_str("_id").unwrap().to_string())
-        .collect();
-    ids.sort();
-    let mut expected: Vec<String> = events.iter().map(|e| e.id.to_string()).collect();
-    expected.sort();
-    assert_eq!(ids, expected, "every event once");
-}
-
-/// Sale `k`: its operation key, id and change.
-fn sale(k: usize) -> (String, OpId, Change) {
-    let key = format!("order-{k}");
-    let change = Change::new()
-        .inc("stock", -1)
-        .push("payments", key.as_str());
-    (key.clone(), OpId::new(key, k as i64 + 1), change)
+    let lost = repair_events(&db, &clicks, &events).await;
+    assert_repaired_at_most("insert_many", lost, 1);
+    assert_every_event_once(&db, &events).await;
 }
 
 /// Relative updates from four racing writers over ten items while the worker is cut off:
@@ -369,83 +261,21 @@ async fn relative_updates_from_four_writers_ride_out_a_partitioned_worker() {
     let _one = ONE.lock().await;
     let ops: usize = support::env_or("NK_PARTITION_OPS", 400);
     let (db, _) = support::database("cut_apply").await;
-    let items: Vec<Item> = (0..10)
-        .map(|i| Item {
-            sku: format!("sku-{i}"),
-            listed_at: 1_700_000_000_000,
-            stock: 1_000_000,
-            payments: Vec::new(),
-        })
-        .collect();
-    let coll = Collection::<Item>::open(&db, "items").await.unwrap();
-    coll.upsert_many(&items).await.unwrap();
-    let ids: Vec<Ulid> = items.iter().map(|i| i.id().unwrap()).collect();
+    let (coll, ids) = items(&db).await;
     let cut = CutWorker::start().await;
     let (outcomes, partition, secs) = partitioned_call(&cut.relay, ops as u64, |watch| {
-        let (coll, ids) = (coll.clone(), ids.clone());
-        async move {
-            let mut writers = Vec::new();
-            for w in 0..4 {
-                let (coll, watch, ids) = (coll.clone(), watch.clone(), ids.clone());
-                writers.push(tokio::spawn(async move {
-                    let mut outcomes = Vec::new();
-                    for k in (w..ops).step_by(4) {
-                        let (key, op, change) = sale(k);
-                        let r = coll
-                            .apply(ids[k % ids.len()], op, change)
-                            .retry(RetryPolicy::default())
-                            .await;
-                        watch.advance().await;
-                        outcomes.push((key, r));
-                    }
-                    outcomes
-                }));
-            }
-            let mut outcomes = Vec::new();
-            for w in writers {
-                outcomes.extend(w.await.unwrap());
-            }
-            outcomes
-        }
+        four_writers_apply(&coll, &ids, ops, watch)
     })
     .await;
     drop(cut);
-    let mut by_kind: HashMap<String, usize> = HashMap::new();
-    for (key, r) in &outcomes {
-        match r {
-            Ok(o) => *by_kind.entry(format!("{o:?}")).or_default() += 1,
-            Err(e) => panic!("{key} across {partition}: {e:?}"),
-        }
-    }
+    let by_kind = sold_by_kind(&outcomes, &partition);
     report("apply", ops, &partition, secs, format!("{by_kind:?}"));
     recover();
-    let mut redone = 0;
-    for k in 0..ops {
-        let (key, op, change) = sale(k);
-        match coll.apply(ids[k % ids.len()], op, change).await {
-            Ok(ApplyOutcome::Applied) => redone += 1,
-            Ok(ApplyOutcome::AlreadyApplied) => {}
-            other => panic!("{key} replayed after the heal: {other:?}"),
-        }
-    }
+    let redone = replay_sales(&coll, &ids, ops).await;
+    println!("REPLAY apply: {redone} operations redone");
     // One operation in flight per writer.
     assert!(redone <= 4, "the replay applied {redone} operations again");
-    println!("REPLAY apply: {redone} operations redone");
-    let stored = support::all_documents(&db.collection::<Document>("items")).await;
-    let mut keys: Vec<String> = Vec::new();
-    for d in &stored {
-        let payments = d.get_array("payments").unwrap();
-        assert_eq!(
-            d.get_i64("stock").unwrap(),
-            1_000_000 - payments.len() as i64,
-            "one sale per payment: {d}"
-        );
-        keys.extend(payments.iter().map(|p| p.as_str().unwrap().to_string()));
-    }
-    keys.sort();
-    let all = keys.len();
-    keys.dedup();
-    assert_eq!((all, keys.len()), (ops, ops), "every operation once");
+    assert_every_sale_once(&db, ops).await;
 }
 
 /// Without a policy: a call across a partition that heals ends `Ok` or with a transient

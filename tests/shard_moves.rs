@@ -23,48 +23,24 @@
 //! NK_MOVE_DOCS=100000 cargo test --release --test shard_moves -- --nocapture
 //! ```
 
+#[path = "fault_calls/mod.rs"]
+mod fault_calls;
 mod support;
 
-use std::collections::HashMap;
 use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::Instant;
 
+use fault_calls::{
+    assert_events_inserted, assert_every_event_once, assert_every_sale_once,
+    assert_half_stored_upserted, clicks, corpus, corpus_post, four_writers_apply, items,
+    on_cluster, repair_events, replay_sales, shard_clicks, sold_by_kind, stored_posts, Click, Post,
+};
 use natural_key::bson::Document;
 use natural_key::mongodb::Database;
 use natural_key::prelude::*;
-use natural_key::{ApplyOutcome, Change, Collection, Error, OpId, RetryPolicy};
+use natural_key::{ApplyOutcome, Collection, Error, RetryPolicy};
 use support::watch::Watch;
-
-#[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
-struct Post {
-    #[key]
-    slug: String,
-    #[key(timestamp)]
-    published_at: i64,
-    body: String,
-}
-
-#[derive(RandomId, Serialize, Deserialize, Clone, Debug, PartialEq)]
-struct Click {
-    #[id]
-    #[serde(rename = "_id")]
-    id: Ulid,
-    page: String,
-}
-
-#[derive(NaturalKey, Serialize, Deserialize, Clone, Debug, PartialEq)]
-struct Item {
-    #[key]
-    sku: String,
-    #[key(timestamp)]
-    listed_at: i64,
-    #[natural_key(relative)]
-    stock: i64,
-    #[natural_key(relative)]
-    #[serde(default)]
-    payments: Vec<String>,
-}
 
 /// Moves per call, at a fifth, two fifths and three fifths of its progress: the rest of the
 /// call is long enough for the last move to end in it too.
@@ -72,26 +48,6 @@ const MOVES: u64 = 3;
 
 fn docs_n() -> usize {
     support::env_or("NK_MOVE_DOCS", 3_000usize)
-}
-
-fn on_cluster(test: &str) -> bool {
-    let yes = std::env::var("NK_EXPECT_ENGINE").as_deref() == Ok("cluster");
-    if !yes {
-        eprintln!("{test}: not the cluster engine (NK_EXPECT_ENGINE=cluster): nothing to test");
-    }
-    yes
-}
-
-fn corpus(prefix: &str, n: usize) -> Vec<Post> {
-    (0..n).map(|i| corpus_post(prefix, i)).collect()
-}
-
-fn corpus_post(prefix: &str, i: usize) -> Post {
-    Post {
-        slug: format!("{prefix}-{i:06}"),
-        published_at: 1_700_000_000_000 + i as i64 * 60_000,
-        body: format!("body of post {i}"),
-    }
 }
 
 /// One move, as `scripts/db move` reported it, and where the call was.
@@ -235,16 +191,6 @@ fn report(test: &str, n: usize, moved: &[Moved], secs: f64, outcome: String) {
     );
 }
 
-async fn stored_posts(db: &Database) -> Vec<Post> {
-    let docs = support::all_documents(&db.collection::<Document>("posts")).await;
-    let mut posts: Vec<Post> = docs
-        .into_iter()
-        .map(|d| natural_key::bson::from_document(d).unwrap())
-        .collect();
-    posts.sort_by(|a, b| a.slug.cmp(&b.slug));
-    posts
-}
-
 /// Half of the posts stored before, 1% of those edited, the other half new: one
 /// `upsert_many` inserts, updates and leaves alone while three shards move.
 #[tokio::test(flavor = "multi_thread")]
@@ -316,11 +262,7 @@ async fn upsert_across_moves(test: &str, stream: bool) {
             r.inserted, r.updated, r.unchanged
         ),
     );
-    assert_eq!(
-        (r.inserted, r.updated, r.unchanged, r.failures.len()),
-        ((n - n / 2) as u64, edited, (n / 2) as u64 - edited, 0),
-        "{r:?}"
-    );
+    assert_half_stored_upserted(&r, n, edited);
     let replay = posts
         .upsert_stream(futures::stream::iter((0..n).map(post)))
         .await
@@ -338,16 +280,9 @@ async fn an_insert_many_of_events_rides_out_shard_moves() {
     }
     let n = docs_n();
     let (db, _) = support::database("moves_events").await;
-    if let Err(said) = support::db_shard(db.name(), "clicks", "_id") {
-        panic!("scripts/db shard {} clicks _id: {said}", db.name());
-    }
+    shard_clicks(&db);
+    let events = clicks(n);
     let clicks = Collection::<Click>::open(&db, "clicks").await.unwrap();
-    let events: Vec<Click> = (0..n)
-        .map(|i| Click {
-            id: Ulid::new(),
-            page: format!("/{i}"),
-        })
-        .collect();
     let (r, moved, secs) = moved_call(&db, "clicks", n as u64, |seen| {
         clicks
             .insert_many(&events)
@@ -368,51 +303,10 @@ async fn an_insert_many_of_events_rides_out_shard_moves() {
             r.inserted, r.already_applied
         ),
     );
-    assert_eq!(
-        (r.inserted + r.already_applied, r.failures.len()),
-        (n as u64, 0),
-        "{r:?}"
-    );
-    // The repair: the events not stored, inserted again. (A replay of all of them is the same
-    // repair, but on this engine 3,000 inserts of stored `_id`s take about a minute: each
-    // duplicate is rolled back to a savepoint of its own across the coordinator and a worker.)
-    let stored = support::all_documents(&db.collection::<Document>("clicks")).await;
-    let kept: std::collections::HashSet<String> = stored
-        .iter()
-        .map(|d| d.get_str("_id").unwrap().to_string())
-        .collect();
-    let lost: Vec<Click> = events
-        .iter()
-        .filter(|e| !kept.contains(&e.id.to_string()))
-        .cloned()
-        .collect();
-    if !lost.is_empty() {
-        let replay = clicks.insert_many(&lost).await.unwrap();
-        assert_eq!(
-            (replay.inserted, replay.failures.len()),
-            (lost.len() as u64, 0),
-            "{replay:?}"
-        );
-    }
-    assert_lost_during_moves("insert_many", lost.len() as u64, &moved, 250);
-    let stored = support::all_documents(&db.collection::<Document>("clicks")).await;
-    let mut ids: Vec<String> = stored
-        .iter()
-        .map(|d| d.get_str("_id").unwrap().to_string())
-        .collect();
-    ids.sort();
-    let mut expected: Vec<String> = events.iter().map(|e| e.id.to_string()).collect();
-    expected.sort();
-    assert_eq!(ids, expected, "every event once");
-}
-
-/// Sale `k`: its operation key, id and change.
-fn sale(k: usize) -> (String, OpId, Change) {
-    let key = format!("order-{k}");
-    let change = Change::new()
-        .inc("stock", -1)
-        .push("payments", key.as_str());
-    (key.clone(), OpId::new(key, k as i64 + 1), change)
+    assert_events_inserted(&r, n);
+    let lost = repair_events(&db, &clicks, &events).await;
+    assert_lost_during_moves("insert_many", lost, &moved, 250);
+    assert_every_event_once(&db, &events).await;
 }
 
 /// Relative updates from four racing writers over ten items while three shards move: every
@@ -424,81 +318,19 @@ async fn relative_updates_from_four_writers_ride_out_shard_moves() {
     }
     let ops: usize = support::env_or("NK_MOVE_OPS", 400);
     let (db, _) = support::database("moves_apply").await;
-    let items: Vec<Item> = (0..10)
-        .map(|i| Item {
-            sku: format!("sku-{i}"),
-            listed_at: 1_700_000_000_000,
-            stock: 1_000_000,
-            payments: Vec::new(),
-        })
-        .collect();
-    let coll = Collection::<Item>::open(&db, "items").await.unwrap();
-    coll.upsert_many(&items).await.unwrap();
-    let ids: Vec<Ulid> = items.iter().map(|i| i.id().unwrap()).collect();
+    let (coll, ids) = items(&db).await;
     let (outcomes, moved, secs) = moved_call(&db, "items", ops as u64, |watch| {
-        let (coll, ids) = (coll.clone(), ids.clone());
-        async move {
-            let mut writers = Vec::new();
-            for w in 0..4 {
-                let (coll, watch, ids) = (coll.clone(), watch.clone(), ids.clone());
-                writers.push(tokio::spawn(async move {
-                    let mut outcomes = Vec::new();
-                    for k in (w..ops).step_by(4) {
-                        let (key, op, change) = sale(k);
-                        let r = coll
-                            .apply(ids[k % ids.len()], op, change)
-                            .retry(RetryPolicy::default())
-                            .await;
-                        watch.advance().await;
-                        outcomes.push((key, r));
-                    }
-                    outcomes
-                }));
-            }
-            let mut outcomes = Vec::new();
-            for w in writers {
-                outcomes.extend(w.await.unwrap());
-            }
-            outcomes
-        }
+        four_writers_apply(&coll, &ids, ops, watch)
     })
     .await;
-    let mut by_kind: HashMap<String, usize> = HashMap::new();
-    for (key, r) in &outcomes {
-        match r {
-            Ok(o) => *by_kind.entry(format!("{o:?}")).or_default() += 1,
-            Err(e) => panic!("{key} across {moved:?}: {e:?}"),
-        }
-    }
+    let by_kind = sold_by_kind(&outcomes, &moved);
     report("apply", ops, &moved, secs, format!("{by_kind:?}"));
     assert!(outcomes
         .iter()
         .all(|(_, r)| matches!(r, Ok(ApplyOutcome::Applied | ApplyOutcome::AlreadyApplied))));
-    let mut redone = 0;
-    for k in 0..ops {
-        let (key, op, change) = sale(k);
-        match coll.apply(ids[k % ids.len()], op, change).await {
-            Ok(ApplyOutcome::Applied) => redone += 1,
-            Ok(ApplyOutcome::AlreadyApplied) => {}
-            other => panic!("{key} replayed after the moves: {other:?}"),
-        }
-    }
+    let redone = replay_sales(&coll, &ids, ops).await;
     assert_lost_during_moves("apply", redone, &moved, 4);
-    let stored = support::all_documents(&db.collection::<Document>("items")).await;
-    let mut keys: Vec<String> = Vec::new();
-    for d in &stored {
-        let payments = d.get_array("payments").unwrap();
-        assert_eq!(
-            d.get_i64("stock").unwrap(),
-            1_000_000 - payments.len() as i64,
-            "one sale per payment: {d}"
-        );
-        keys.extend(payments.iter().map(|p| p.as_str().unwrap().to_string()));
-    }
-    keys.sort();
-    let all = keys.len();
-    keys.dedup();
-    assert_eq!((all, keys.len()), (ops, ops), "every operation once");
+    assert_every_sale_once(&db, ops).await;
 }
 
 /// Nine posts in ten stored, then all deleted by key in one `delete_many` while three shards
@@ -706,11 +538,7 @@ async fn a_worker_joins_and_a_rebalance_runs_under_an_upsert_many() {
         ),
     );
     let edited = (n / 2).div_ceil(100) as u64;
-    assert_eq!(
-        (r.inserted, r.updated, r.unchanged, r.failures.len()),
-        ((n - n / 2) as u64, edited, (n / 2) as u64 - edited, 0),
-        "{r:?}"
-    );
+    assert_half_stored_upserted(&r, n, edited);
     let replay = posts.upsert_many(&docs).await.unwrap();
     assert_eq!(replay.failures.len(), 0, "{replay:?}");
     assert_lost_during_moves("rebalance", replay.inserted + replay.updated, &moved, 250);
