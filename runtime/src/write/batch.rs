@@ -360,12 +360,12 @@ where
     let mut done = false;
     loop {
         // Launch the next batch where a lane is free and no batch in flight holds one of its
-        // identities.
-        if let Some(batch) =
+        // identities; its hashes move to `held` (the write needs the documents, not them).
+        if let Some(mut batch) =
             next.take_if(|b| !lanes.is_empty() && held.iter().all(|h| h.is_disjoint(&b.identities)))
         {
             done = batch.done && carry.is_none();
-            held.push_back(batch.identities.clone());
+            held.push_back(std::mem::take(&mut batch.identities));
             flying.push_back(write(lanes.pop().expect("a free lane"), batch));
         }
         // Read the next batch while the ones in flight are written; count those that end
